@@ -1,0 +1,1 @@
+"""Exporters: where evaluated interactions go."""

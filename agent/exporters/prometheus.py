@@ -1,0 +1,75 @@
+"""Scores into Prometheus: the `ragpulse_score` histogram and `ragpulse_evaluations_total`.
+
+Scores are a histogram, not a gauge of a window mean, so that means across replicas are
+`rate(ragpulse_score_sum) / rate(ragpulse_score_count)`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from agent.model import MetricResult, Outcome, RagInteraction
+from agent.telemetry import Telemetry
+
+log = logging.getLogger(__name__)
+
+
+class PrometheusExporter:
+    def __init__(self, telemetry: Telemetry) -> None:
+        self._telemetry = telemetry
+
+    def export(self, interaction: RagInteraction, results: Sequence[MetricResult]) -> None:
+        labels = (interaction.service, interaction.route)
+        for result in results:
+            self._telemetry.evaluations.labels(*labels, result.metric, result.outcome.value).inc()
+            if result.outcome is Outcome.OK and result.value is not None:
+                self._telemetry.score.labels(*labels, result.metric).observe(result.value)
+
+    def shutdown(self, timeout: float) -> None:
+        """Nothing is buffered: the registry is scraped."""
+
+
+class MetricsServer:
+    """Serves /metrics for Prometheus, /healthz (process up) and /readyz (able to do work)."""
+
+    def __init__(self, registry: CollectorRegistry, host: str, port: int, ready: Callable[[], bool]) -> None:
+        self._registry = registry
+        self._host = host
+        self._port = port
+        self._ready = ready
+        self._runner: web.AppRunner | None = None
+        self.bound_port: int | None = None
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_get("/metrics", self._metrics)
+        app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/readyz", self._readyz)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, self._host, self._port, reuse_address=True).start()
+        self.bound_port = self._runner.addresses[0][1]
+        log.info("metrics on http://%s:%d/metrics", self._host, self.bound_port)
+
+    async def shutdown(self, timeout: float) -> None:
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            await runner.cleanup()
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        # Rendering thousands of series takes CPU time; keep it off the event loop.
+        body = await asyncio.to_thread(generate_latest, self._registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def _healthz(self, request: web.Request) -> web.Response:
+        return web.Response(text="ok\n")
+
+    async def _readyz(self, request: web.Request) -> web.Response:
+        if self._ready():
+            return web.Response(text="ready\n")
+        return web.Response(status=503, text="not ready\n")

@@ -1,0 +1,1 @@
+"""Judges answer typed questions about an interaction; metrics never see prompts."""

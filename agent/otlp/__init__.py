@@ -1,0 +1,1 @@
+"""OTLP intake: decode ExportTraceServiceRequest bodies and assemble spans into interactions."""

@@ -1,0 +1,197 @@
+"""Decode OTLP `ExportTraceServiceRequest` bodies, protobuf or JSON, into `Span` values.
+
+JSON follows the OTLP/JSON rules rather than protobuf's generic JSON mapping: trace and span ids
+are hex strings (protobuf's `json_format.Parse` would base64-decode them into wrong bytes),
+64-bit integers arrive as strings or numbers, field names are lowerCamelCase.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from google.protobuf.message import DecodeError as ProtobufDecodeError
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+
+from agent.model import AttributeValue, Resource, Span, SpanEvent
+
+Encoding = Literal["protobuf", "json"]
+
+
+class UndecodableError(ValueError):
+    """The body is not an ExportTraceServiceRequest in the stated encoding."""
+
+
+@dataclass(slots=True)
+class DecodedRequest:
+    spans: list[Span] = field(default_factory=list)
+    # One entry per span that could not be used, with the reason (e.g. a malformed trace id).
+    rejected: list[str] = field(default_factory=list)
+
+
+def decode_request(body: bytes, encoding: Encoding) -> DecodedRequest:
+    if encoding == "protobuf":
+        return _decode_protobuf(body)
+    return _decode_json(body)
+
+
+# -- protobuf -------------------------------------------------------------------------------------
+
+
+def _pb_value(value: AnyValue) -> AttributeValue:
+    kind = value.WhichOneof("value")
+    if kind == "string_value":
+        return value.string_value
+    if kind == "int_value":
+        return value.int_value
+    if kind == "double_value":
+        return value.double_value
+    if kind == "bool_value":
+        return value.bool_value
+    if kind == "array_value":
+        return [_pb_value(item) for item in value.array_value.values]
+    if kind == "kvlist_value":
+        return _pb_attributes(value.kvlist_value.values)
+    if kind == "bytes_value":
+        return value.bytes_value
+    return None
+
+
+def _pb_attributes(pairs: Any) -> dict[str, AttributeValue]:
+    return {pair.key: _pb_value(pair.value) for pair in pairs}
+
+
+def _decode_protobuf(body: bytes) -> DecodedRequest:
+    try:
+        request = ExportTraceServiceRequest.FromString(body)
+    except (ProtobufDecodeError, RuntimeError, ValueError) as exc:
+        raise UndecodableError(f"body is not a protobuf ExportTraceServiceRequest: {exc}") from None
+    out = DecodedRequest()
+    for resource_spans in request.resource_spans:
+        resource = Resource(_pb_attributes(resource_spans.resource.attributes))
+        for scope_spans in resource_spans.scope_spans:
+            scope_name = scope_spans.scope.name
+            for pb in scope_spans.spans:
+                if len(pb.trace_id) != 16 or len(pb.span_id) != 8 or not any(pb.trace_id):
+                    out.rejected.append("invalid_id")
+                    continue
+                out.spans.append(
+                    Span(
+                        trace_id=pb.trace_id.hex(),
+                        span_id=pb.span_id.hex(),
+                        parent_span_id=pb.parent_span_id.hex() if len(pb.parent_span_id) == 8 else None,
+                        name=pb.name,
+                        start_time_unix_nano=pb.start_time_unix_nano,
+                        end_time_unix_nano=pb.end_time_unix_nano,
+                        attributes=_pb_attributes(pb.attributes),
+                        resource=resource,
+                        events=tuple(
+                            SpanEvent(e.name, e.time_unix_nano, _pb_attributes(e.attributes))
+                            for e in pb.events
+                        ),
+                        scope_name=scope_name,
+                    )
+                )
+    return out
+
+
+# -- JSON -----------------------------------------------------------------------------------------
+
+
+def _json_int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise ValueError(f"expected an integer, got {value!r}")
+    return int(value)
+
+
+def _json_value(value: Mapping[str, Any]) -> AttributeValue:
+    if not isinstance(value, Mapping):
+        raise ValueError(f"expected an AnyValue object, got {type(value).__name__}")
+    if "stringValue" in value:
+        return str(value["stringValue"])
+    if "intValue" in value:
+        return _json_int(value["intValue"])
+    if "doubleValue" in value:
+        return float(value["doubleValue"])
+    if "boolValue" in value:
+        return bool(value["boolValue"])
+    if "arrayValue" in value:
+        return [_json_value(item) for item in (value["arrayValue"] or {}).get("values", [])]
+    if "kvlistValue" in value:
+        return _json_attributes((value["kvlistValue"] or {}).get("values", []))
+    if "bytesValue" in value:
+        return base64.b64decode(value["bytesValue"])
+    return None
+
+
+def _json_attributes(pairs: Any) -> dict[str, AttributeValue]:
+    if not isinstance(pairs, list):
+        raise ValueError("attributes must be a list of {key, value}")
+    return {str(pair["key"]): _json_value(pair.get("value") or {}) for pair in pairs}
+
+
+def _json_id(value: Any, size: int) -> str | None:
+    if not isinstance(value, str) or len(value) != size * 2:
+        return None
+    try:
+        bytes.fromhex(value)
+    except ValueError:
+        return None
+    return value.lower()
+
+
+def _decode_json(body: bytes) -> DecodedRequest:
+    try:
+        request = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UndecodableError(f"body is not JSON: {exc}") from None
+    if not isinstance(request, dict):
+        raise UndecodableError("body is not an OTLP/JSON ExportTraceServiceRequest object")
+    out = DecodedRequest()
+    try:
+        for resource_spans in request.get("resourceSpans") or []:
+            resource = Resource(
+                _json_attributes((resource_spans.get("resource") or {}).get("attributes", []))
+            )
+            for scope_spans in resource_spans.get("scopeSpans") or []:
+                scope_name = str((scope_spans.get("scope") or {}).get("name", ""))
+                for raw in scope_spans.get("spans") or []:
+                    span = _json_span(raw, resource, scope_name)
+                    if span is None:
+                        out.rejected.append("invalid_id")
+                    else:
+                        out.spans.append(span)
+    except (AttributeError, KeyError, TypeError, ValueError, binascii.Error) as exc:
+        raise UndecodableError(f"body is not a valid OTLP/JSON ExportTraceServiceRequest: {exc!r}") from None
+    return out
+
+
+def _json_span(raw: Mapping[str, Any], resource: Resource, scope_name: str) -> Span | None:
+    trace_id = _json_id(raw.get("traceId"), 16)
+    span_id = _json_id(raw.get("spanId"), 8)
+    if trace_id is None or span_id is None or trace_id == "0" * 32:
+        return None
+    return Span(
+        trace_id=trace_id,
+        span_id=span_id,
+        parent_span_id=_json_id(raw.get("parentSpanId"), 8),
+        name=str(raw.get("name", "")),
+        start_time_unix_nano=_json_int(raw.get("startTimeUnixNano", 0)),
+        end_time_unix_nano=_json_int(raw.get("endTimeUnixNano", 0)),
+        attributes=_json_attributes(raw.get("attributes", [])),
+        resource=resource,
+        events=tuple(
+            SpanEvent(
+                str(e.get("name", "")),
+                _json_int(e.get("timeUnixNano", 0)),
+                _json_attributes(e.get("attributes", [])),
+            )
+            for e in raw.get("events", [])
+        ),
+        scope_name=scope_name,
+    )

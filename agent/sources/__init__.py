@@ -1,0 +1,1 @@
+"""Sources deliver decoded span batches to the pipeline's Intake."""

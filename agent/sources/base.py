@@ -1,0 +1,37 @@
+"""The Source contract and the Intake it feeds."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from agent.otlp.decode import DecodedRequest
+
+
+class Intake(Protocol):
+    """What a source hands its spans to (the pipeline)."""
+
+    def accepting(self) -> bool:
+        """False while the evaluation queue is full: the source must push back on its senders."""
+        ...
+
+    def accept(self, request: DecodedRequest, source: str) -> None:
+        """Take one decoded request; its rejected spans are dead-lettered here."""
+        ...
+
+    def dead_letter(self, reason: str, detail: str, count: int = 1) -> None:
+        """Account for input that could not be decoded at all."""
+        ...
+
+
+class Source(Protocol):
+    name: str
+
+    async def start(self, intake: Intake) -> None: ...
+
+    def ready(self) -> bool:
+        """True once the source can receive (listening, connected)."""
+        ...
+
+    async def shutdown(self, timeout: float) -> None:
+        """Stop receiving; idempotent."""
+        ...

@@ -1,0 +1,103 @@
+"""The agent's own Prometheus instruments: every name ragpulse exports, defined in one place.
+
+The registry is injected so tests and benchmarks use a fresh one. Labels are bounded: service,
+route, metric, model, outcome and reason only; never trace ids or text.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
+
+# `*_created` samples double the exposition size and no dashboard uses them.
+disable_created_metrics()
+
+# Scores live in [0, 1]; ten equal buckets keep quantiles readable and series cheap.
+SCORE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+class Telemetry:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+        self.spans_received = Counter(
+            "ragpulse_spans_received", "Spans decoded from any source.", ["source"], registry=registry
+        )
+        self.spans_assembled = Counter(
+            "ragpulse_spans_assembled", "Spans that became part of an interaction.", registry=registry
+        )
+        self.spans_skipped = Counter(
+            "ragpulse_spans_skipped",
+            "Spans that yield no interaction, by reason (not_rag, incomplete, evicted).",
+            ["reason"],
+            registry=registry,
+        )
+        self.dead_letters = Counter(
+            "ragpulse_dead_letters",
+            "Input that could not be processed, by reason (undecodable, invalid_id, ...).",
+            ["reason"],
+            registry=registry,
+        )
+        self.interactions = Counter(
+            "ragpulse_interactions", "Interactions assembled.", ["service", "route"], registry=registry
+        )
+        self.interactions_sampled = Counter(
+            "ragpulse_interactions_sampled",
+            "Interactions kept by the sampler for evaluation.",
+            ["service", "route"],
+            registry=registry,
+        )
+        self.interactions_rejected = Counter(
+            "ragpulse_interactions_rejected",
+            "Interactions refused because the evaluation queue was full (the sender retries).",
+            registry=registry,
+        )
+        self.sample_ratio = Gauge(
+            "ragpulse_sample_ratio", "Effective sampling ratio.", ["service"], registry=registry
+        )
+        self.evaluations = Counter(
+            "ragpulse_evaluations",
+            "Metric evaluations by outcome (ok, skipped, error).",
+            ["service", "route", "metric", "outcome"],
+            registry=registry,
+        )
+        self.score = Histogram(
+            "ragpulse_score",
+            "Metric values of evaluated interactions.",
+            ["service", "route", "metric"],
+            buckets=SCORE_BUCKETS,
+            registry=registry,
+        )
+        self.judge_requests = Counter(
+            "ragpulse_judge_requests", "Calls to a judge by outcome.", ["model", "outcome"], registry=registry
+        )
+        self.judge_cache_hits = Counter(
+            "ragpulse_judge_cache_hits", "Verdicts served from the cache.", registry=registry
+        )
+        self.judge_cache_misses = Counter(
+            "ragpulse_judge_cache_misses", "Verdicts the cache did not hold.", registry=registry
+        )
+        self.judge_latency = Histogram(
+            "ragpulse_judge_latency_seconds",
+            "Wall time of one judge call.",
+            ["model"],
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+        self.judge_tokens = Counter(
+            "ragpulse_judge_tokens", "Tokens used by judge calls.", ["model", "kind"], registry=registry
+        )
+        self.judge_cost = Counter(
+            "ragpulse_judge_cost_usd", "Judge cost in USD as litellm prices it.", ["model"], registry=registry
+        )
+        self.queue_depth = Gauge(
+            "ragpulse_evaluation_queue_depth", "Interactions waiting for evaluation.", registry=registry
+        )
+
+    # CacheStats, for CachedJudge
+    def hits(self, n: int) -> None:
+        if n:
+            self.judge_cache_hits.inc(n)
+
+    def misses(self, n: int) -> None:
+        if n:
+            self.judge_cache_misses.inc(n)

@@ -1,0 +1,213 @@
+"""`ragpulse run` as a real process: spans from the real OpenTelemetry SDK exporter in, /metrics out."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import signal
+from collections.abc import Iterator
+
+import pytest
+from google.rpc import code_pb2, status_pb2
+from opentelemetry.exporter.otlp.proto.http import Compression
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from tests.support import AgentProcess, http_post, openinference_single_span, port_is_free
+
+pytestmark = pytest.mark.integration
+
+RESPONSE = "The capital of France is Paris."
+QUERY = "What is the capital of France?"
+
+
+def useful(i: int) -> str:
+    return f"Paris is the capital of France and its largest city (source {i})."
+
+
+def useless(i: int) -> str:
+    return f"Bananas grow in tropical climates and are rich in potassium (note {i})."
+
+
+# Verdict patterns from the literature's worked examples, with their context precision.
+PATTERNS = {(0, 1, 1, 0, 0): 0.5833333, (1, 1, 0, 1, 0): 0.9166667, (0, 0, 1, 1, 1): 0.4777778}
+
+
+def chunks_for(pattern: tuple[int, ...], salt: int) -> list[str]:
+    return [useful(salt * 10 + i) if v else useless(salt * 10 + i) for i, v in enumerate(pattern)]
+
+
+@pytest.fixture
+def agent() -> Iterator[AgentProcess]:
+    process = AgentProcess()
+    try:
+        process.wait_ready()
+        yield process
+    finally:
+        process.kill()
+
+
+def export_interactions(agent: AgentProcess, *, compression: Compression = Compression.NoCompression) -> None:
+    """Record the three PATTERNS interactions with the real SDK and export them over OTLP/HTTP."""
+    memory = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "rag-app"}))
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("tests")
+    for salt, pattern in enumerate(PATTERNS):
+        openinference_single_span(tracer, query=QUERY, chunks=chunks_for(pattern, salt), response=RESPONSE)
+    exporter = OTLPSpanExporter(endpoint=agent.traces_url, compression=compression)
+    assert exporter.export(memory.get_finished_spans()) is SpanExportResult.SUCCESS
+    exporter.shutdown()
+
+
+def test_spans_from_the_sdk_exporter_are_scored_and_exported(agent: AgentProcess) -> None:
+    export_interactions(agent)
+    labels = {"service": "rag-app", "route": "rag.query", "metric": "context_precision"}
+    scrape = agent.wait_for(lambda s: s.value("ragpulse_score_count", **labels) == 3)
+
+    assert scrape.value("ragpulse_spans_received_total", source="otlp_http") == 3
+    assert scrape.value("ragpulse_interactions_total", service="rag-app", route="rag.query") == 3
+    assert scrape.value("ragpulse_interactions_sampled_total", service="rag-app", route="rag.query") == 3
+    assert scrape.value("ragpulse_evaluations_total", outcome="ok", **labels) == 3
+    assert scrape.value("ragpulse_score_count", **labels) == 3
+    assert scrape.value("ragpulse_score_sum", **labels) == pytest.approx(sum(PATTERNS.values()), abs=1e-6)
+    # 0.4778 falls in le=0.5, 0.5833 in le=0.6, 0.9167 in le=1.0
+    assert scrape.value("ragpulse_score_bucket", le="0.4", **labels) == 0
+    assert scrape.value("ragpulse_score_bucket", le="0.5", **labels) == 1
+    assert scrape.value("ragpulse_score_bucket", le="0.6", **labels) == 2
+    assert scrape.value("ragpulse_score_bucket", le="0.9", **labels) == 2
+    assert scrape.value("ragpulse_score_bucket", le="1.0", **labels) == 3
+    assert scrape.value("ragpulse_sample_ratio", service="rag-app") == 1.0
+    assert scrape.value("ragpulse_judge_cache_misses_total") == 15
+    assert scrape.value("ragpulse_judge_requests_total", model="lexical", outcome="ok") == 3
+
+    # The same interactions again (gzip this time): every verdict comes from the cache.
+    export_interactions(agent, compression=Compression.Gzip)
+    scrape = agent.wait_for(lambda s: s.value("ragpulse_score_count", **labels) == 6)
+    assert scrape.value("ragpulse_score_sum", **labels) == pytest.approx(2 * sum(PATTERNS.values()), abs=1e-6)
+    assert scrape.value("ragpulse_judge_cache_hits_total") == 15
+    assert scrape.value("ragpulse_judge_requests_total", model="lexical", outcome="ok") == 3
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body"),
+    [
+        ("application/x-protobuf", b"\x0a\x05abc"),  # field 1 claims 5 bytes, 3 follow
+        ("application/json", b'{"resourceSpans": "not a list of objects"}'),
+        ("application/json", b"{not json"),
+    ],
+)
+def test_malformed_body_is_a_400_and_a_dead_letter(
+    agent: AgentProcess, content_type: str, body: bytes
+) -> None:
+    status, reply, headers = http_post(agent.traces_url, body, {"Content-Type": content_type})
+    assert status == 400
+    assert headers["Content-Type"].startswith(content_type)
+    if content_type == "application/json":
+        message = json.loads(reply)
+        assert message["code"] == code_pb2.INVALID_ARGUMENT
+        assert "not" in message["message"]
+    else:
+        message = status_pb2.Status.FromString(reply)
+        assert message.code == code_pb2.INVALID_ARGUMENT
+        assert "protobuf" in message.message
+    assert (
+        agent.wait_for(lambda s: s.value("ragpulse_dead_letters_total", reason="undecodable") == 1).value(
+            "ragpulse_dead_letters_total", reason="undecodable"
+        )
+        == 1
+    )
+
+    # The agent keeps serving.
+    export_interactions(agent)
+    scrape = agent.wait_for(lambda s: s.total("ragpulse_score_count") == 3)
+    assert scrape.value("ragpulse_spans_received_total", source="otlp_http") == 3
+
+
+def _json_span(trace_id: str, span_id: str) -> dict:
+    attrs = {
+        "openinference.span.kind": "CHAIN",
+        "input.value": QUERY,
+        "output.value": RESPONSE,
+        "retrieval.documents.0.document.content": useful(99),
+    }
+    return {
+        "traceId": trace_id,
+        "spanId": span_id,
+        "name": "json.query",
+        "startTimeUnixNano": "1700000000000000000",
+        "endTimeUnixNano": "1700000000500000000",
+        "attributes": [{"key": k, "value": {"stringValue": v}} for k, v in attrs.items()],
+    }
+
+
+def test_json_body_with_a_bad_span_gets_partial_success(agent: AgentProcess) -> None:
+    request = {
+        "resourceSpans": [
+            {
+                "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "json-app"}}]},
+                "scopeSpans": [
+                    {"spans": [_json_span("5b8efff798038103d269b633813fc60c", "eee19b7ec3c1b174"),
+                               _json_span("not-hex", "eee19b7ec3c1b174")]}
+                ],
+            }
+        ]
+    }  # fmt: skip
+    status, reply, _ = http_post(
+        agent.traces_url, json.dumps(request).encode(), {"Content-Type": "application/json"}
+    )
+    assert status == 200
+    partial = json.loads(reply)["partialSuccess"]
+    assert partial["rejectedSpans"] == "1"
+    assert partial["errorMessage"].startswith("1 span(s) rejected")
+    scrape = agent.wait_for(lambda s: s.total("ragpulse_score_count") == 1)
+    assert scrape.value("ragpulse_spans_received_total", source="otlp_http") == 2
+    assert scrape.value("ragpulse_dead_letters_total", reason="invalid_id") == 1
+    # A single useful chunk: context precision 1.0.
+    assert scrape.value("ragpulse_score_sum", service="json-app", route="json.query") == pytest.approx(1.0)
+
+
+def test_gzip_protobuf_without_rejections_gets_an_empty_response(agent: AgentProcess) -> None:
+    status, reply, headers = http_post(
+        agent.traces_url,
+        gzip.compress(b""),
+        {"Content-Type": "application/x-protobuf", "Content-Encoding": "gzip"},
+    )
+    assert status == 200
+    assert headers["Content-Type"] == "application/x-protobuf"
+    assert ExportTraceServiceResponse.FromString(reply) == ExportTraceServiceResponse()
+
+
+def test_unsupported_content_type_is_415(agent: AgentProcess) -> None:
+    status, reply, _ = http_post(agent.traces_url, b"hello", {"Content-Type": "text/plain"})
+    assert status == 415
+    assert "application/x-protobuf" in status_pb2.Status.FromString(reply).message
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_stops_cleanly_on_signal(signum: int) -> None:
+    agent = AgentProcess()
+    try:
+        agent.wait_ready()
+        export_interactions(agent)
+        agent.wait_for(lambda s: s.total("ragpulse_score_count") == 3)
+        assert not port_is_free(agent.otlp_port)
+        assert agent.stop(signum) == 0, agent.log()
+    finally:
+        agent.kill()
+    assert port_is_free(agent.otlp_port)
+    assert port_is_free(agent.metrics_port)
+    assert "stopped" in agent.log()
+
+
+def test_bad_configuration_fails_fast_naming_the_setting() -> None:
+    agent = AgentProcess(env={"RAGPULSE_SAMPLE_RATE": "1.5"})
+    try:
+        assert agent.process.wait(30) == 2
+    finally:
+        agent.kill()
+    assert "sample_rate" in agent.log() and "RAGPULSE_SAMPLE_RATE" in agent.log()

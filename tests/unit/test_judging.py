@@ -1,0 +1,163 @@
+"""The local lexical judge, the verdict cache and the context-precision metric on top of them."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+import pytest
+
+from agent.judges.base import JudgeError
+from agent.judges.cache import CachedJudge, MemoryVerdictCache, decode_verdict, encode_verdict, verdict_key
+from agent.judges.local import LexicalJudge, content_words
+from agent.metrics import ContextPrecision
+from agent.model import Chunk, Outcome, RagInteraction, Verdict
+
+RESPONSE = "The capital of France is Paris."
+USEFUL = "Paris is the capital and largest city of France."
+USELESS = "Bananas grow in tropical climates."
+
+
+def run(coro):  # type: ignore[no-untyped-def]
+    return asyncio.run(coro)
+
+
+def interaction(chunks: Sequence[str], response: str | None = RESPONSE) -> RagInteraction:
+    return RagInteraction(
+        trace_id="ab" * 16,
+        span_id="cd" * 8,
+        query="What is the capital of France?",
+        chunks=tuple(Chunk(c) for c in chunks),
+        response=response,
+        service="s",
+        route="r",
+    )
+
+
+class CountingJudge:
+    """A judge that records what it was asked (a test double for call counting, not for I/O)."""
+
+    model = "counting"
+
+    def __init__(self, fail: bool = False) -> None:
+        self.calls: list[list[str]] = []
+        self._fail = fail
+        self._lexical = LexicalJudge()
+
+    def prompt_version(self, kind: str) -> str:
+        return "v1"
+
+    async def chunk_usefulness(self, query: str, response: str, chunks: Sequence[str]) -> list[Verdict]:
+        self.calls.append(list(chunks))
+        if self._fail:
+            raise JudgeError("judge unavailable", retryable=True)
+        return await self._lexical.chunk_usefulness(query, response, chunks)
+
+
+class Stats:
+    def __init__(self) -> None:
+        self.hit_count = 0
+        self.miss_count = 0
+
+    def hits(self, n: int) -> None:
+        self.hit_count += n
+
+    def misses(self, n: int) -> None:
+        self.miss_count += n
+
+
+def test_content_words_drop_stopwords_and_fold_plurals() -> None:
+    assert content_words("The cities of France are large") == {"citie", "france", "large"}
+    assert content_words("Grass, glass!") == {"grass", "glass"}
+
+
+def test_lexical_usefulness_verdicts_and_scores() -> None:
+    verdicts = run(LexicalJudge().chunk_usefulness("q", RESPONSE, [USEFUL, USELESS, "Paris has museums."]))
+    assert [v.value for v in verdicts] == [True, False, False]
+    assert verdicts[0].score == 1.0  # capital, france, paris all present
+    assert verdicts[1].score == 0.0
+    assert verdicts[2].score == pytest.approx(1 / 3, abs=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "expected"),
+    [
+        ((0, 1, 1, 0, 0), 0.5833),
+        ((1, 1, 0, 1, 0), 0.9167),
+        ((0, 0, 1, 1, 1), 0.4778),
+        ((0, 0), 0.0),
+        ((1, 1), 1.0),
+    ],
+)
+def test_context_precision_metric_with_the_lexical_judge(pattern: tuple[int, ...], expected: float) -> None:
+    chunks = [USEFUL if v else USELESS for v in pattern]
+    result = run(ContextPrecision().evaluate(interaction(chunks), LexicalJudge()))
+    assert result.outcome is Outcome.OK
+    assert result.value == pytest.approx(expected, abs=1e-4)
+    assert result.judge == "lexical" and result.prompt_version == "lexical-chunk_usefulness-v1"
+
+
+def test_context_precision_is_undefined_without_chunks_or_response() -> None:
+    no_chunks = run(ContextPrecision().evaluate(interaction([]), LexicalJudge()))
+    assert (
+        no_chunks.outcome is Outcome.SKIPPED and no_chunks.value is None and no_chunks.reason == "no_chunks"
+    )
+    no_response = run(ContextPrecision().evaluate(interaction([USEFUL], response=""), LexicalJudge()))
+    assert no_response.outcome is Outcome.SKIPPED and no_response.value is None
+
+
+def test_judge_failure_is_an_error_not_a_score() -> None:
+    result = run(ContextPrecision().evaluate(interaction([USEFUL]), CountingJudge(fail=True)))
+    assert result.outcome is Outcome.ERROR and result.value is None
+    assert "judge unavailable" in result.reason
+
+
+def test_cache_sends_only_misses_to_the_judge_in_one_call() -> None:
+    inner, stats = CountingJudge(), Stats()
+    judge = CachedJudge(inner, MemoryVerdictCache(100), stats)
+
+    first = run(judge.chunk_usefulness("q", RESPONSE, [USEFUL, USELESS]))
+    second = run(
+        judge.chunk_usefulness(
+            "q", RESPONSE, [USELESS, "Paris  is the CAPITAL and largest city of France.", "new chunk"]
+        )
+    )
+
+    assert [v.value for v in first] == [True, False]
+    assert [v.value for v in second] == [False, True, False]
+    # The second call asked only about the chunk never seen (whitespace and case are normalised).
+    assert inner.calls == [[USEFUL, USELESS], ["new chunk"]]
+    assert (stats.hit_count, stats.miss_count) == (2, 3)
+
+
+def test_cache_does_not_store_failures() -> None:
+    inner, stats = CountingJudge(fail=True), Stats()
+    cache = MemoryVerdictCache(100)
+    with pytest.raises(JudgeError):
+        run(CachedJudge(inner, cache, stats).chunk_usefulness("q", RESPONSE, [USEFUL]))
+    assert len(cache) == 0
+
+
+def test_memory_cache_evicts_least_recently_used() -> None:
+    cache = MemoryVerdictCache(2)
+    run(cache.set_many({"a": Verdict(True), "b": Verdict(False)}))
+    run(cache.get_many(["a"]))  # a is now the most recent
+    run(cache.set_many({"c": Verdict(True)}))
+    assert run(cache.get_many(["a", "b", "c"])) == [Verdict(True), None, Verdict(True)]
+
+
+def test_verdict_keys_name_every_input() -> None:
+    base = verdict_key("m", "v1", "kind", "query", "chunk")
+    assert base == verdict_key("m", "v1", "kind", " Query ", "CHUNK")
+    variants = [
+        verdict_key("m2", "v1", "kind", "query", "chunk"),
+        verdict_key("m", "v2", "kind", "query", "chunk"),
+        verdict_key("m", "v1", "kind2", "query", "chunk"),
+        verdict_key("m", "v1", "kind", "querychunk", ""),
+    ]
+    assert len({base, *variants}) == 5
+
+
+def test_verdict_encoding_round_trips() -> None:
+    for verdict in (Verdict(True, 0.25), Verdict(False), Verdict(False, 0.0)):
+        assert decode_verdict(encode_verdict(verdict).encode()) == Verdict(verdict.value, verdict.score)
