@@ -38,8 +38,9 @@ class Settings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    source: Literal["otlp-http"] = Field(
-        "otlp-http", description="Where spans come from. otlp-http: the embedded OTLP/HTTP receiver."
+    source: Literal["otlp-http", "kafka"] = Field(
+        "otlp-http",
+        description="Where spans come from: otlp-http (embedded receiver) or kafka (consumer group).",
     )
     otlp_listen: str = Field("127.0.0.1:4318", description="HOST:PORT of the OTLP/HTTP receiver.")
     otlp_max_body_bytes: int = Field(
@@ -48,6 +49,36 @@ class Settings(BaseModel):
     metrics_listen: str = Field(
         "127.0.0.1:9464", description="HOST:PORT serving /metrics, /healthz and /readyz."
     )
+
+    kafka_bootstrap: tuple[str, ...] = Field(
+        ("127.0.0.1:9092",), description="Kafka bootstrap servers, comma-separated HOST:PORT."
+    )
+    kafka_topic: str = Field("otlp_spans", description="Topic the Collector's kafka exporter writes to.")
+    kafka_group_id: str = Field("ragpulse", description="Consumer group shared by all replicas.")
+    kafka_encoding: Literal["otlp_proto", "otlp_json"] = Field(
+        "otlp_proto", description="Encoding set on the Collector's kafka exporter."
+    )
+    kafka_auto_offset_reset: Literal["latest", "earliest"] = Field(
+        "latest",
+        description="Where a new consumer group starts: latest skips the backlog, earliest backfills.",
+    )
+    kafka_max_partition_fetch_bytes: int = Field(
+        16 * 1024 * 1024, gt=0, description="Largest fetch per partition; must exceed the largest message."
+    )
+    kafka_fetch_max_bytes: int = Field(64 * 1024 * 1024, gt=0, description="Largest fetch response.")
+    kafka_session_timeout_ms: int = Field(10_000, gt=0, description="Group session timeout.")
+    kafka_heartbeat_interval_ms: int = Field(3_000, gt=0, description="Group heartbeat interval.")
+    kafka_max_poll_interval_ms: int = Field(300_000, gt=0, description="Max time between polls.")
+    kafka_commit_interval_seconds: float = Field(
+        1.0, gt=0, description="How often finished offsets are committed."
+    )
+    kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    kafka_sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"] | None = None
+    kafka_sasl_username: str | None = None
+    kafka_sasl_password: SecretStr | None = None
+    kafka_ssl_cafile: str | None = Field(None, description="CA bundle to verify the brokers.")
+    kafka_ssl_certfile: str | None = Field(None, description="Client certificate for mutual TLS.")
+    kafka_ssl_keyfile: str | None = Field(None, description="Client key for mutual TLS.")
 
     judge_model: str = Field(
         "lexical", description="'lexical' for the built-in local judge, else a litellm model string."

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -60,7 +61,11 @@ class Pipeline:
         self._telemetry = telemetry
         self._max_pending = max_pending
         self._concurrency = concurrency
-        self._queue: asyncio.Queue[RagInteraction] = asyncio.Queue()
+        self._queue: asyncio.Queue[tuple[int, RagInteraction]] = asyncio.Queue()
+        # Request sequence numbers of interactions queued or under evaluation, with counts.
+        self._in_flight: Counter[int] = Counter()
+        self._next_sequence = 0
+        self._watermark = 0
         self._workers: list[asyncio.Task[None]] = []
         self._last_dead_letter_log: dict[str, float] = {}
 
@@ -69,14 +74,20 @@ class Pipeline:
     def accepting(self) -> bool:
         return self._queue.qsize() < self._max_pending
 
-    def accept(self, request: DecodedRequest, source: str) -> None:
+    def accept(self, request: DecodedRequest, source: str) -> int:
+        sequence = self._next_sequence
+        self._next_sequence += 1
         telemetry = self._telemetry
         received = len(request.spans) + len(request.rejected)
         if received:
             telemetry.spans_received.labels(source).inc(received)
         for reason in request.rejected:
             self.dead_letter(reason, "span with a malformed trace or span id")
-        self._take(self._assembler.add(request.spans))
+        self._take(self._assembler.add(request.spans), origin=sequence)
+        return sequence
+
+    def low_watermark(self) -> int:
+        return self._watermark
 
     def dead_letter(self, reason: str, detail: str, count: int = 1) -> None:
         self._telemetry.dead_letters.labels(reason).inc(count)
@@ -85,7 +96,14 @@ class Pipeline:
             self._last_dead_letter_log[reason] = now
             log.warning("dead letter (%s): %s", reason, detail)
 
-    def _take(self, assembly: Assembly) -> None:
+    def _publish_watermark(self) -> None:
+        # Recomputed on the event loop after every change and read as one int from any thread.
+        pending = [self._next_sequence]
+        if self._in_flight:
+            pending.append(min(self._in_flight))
+        self._watermark = min(pending)
+
+    def _take(self, assembly: Assembly, origin: int) -> None:
         telemetry = self._telemetry
         if assembly.assembled_spans:
             telemetry.spans_assembled.inc(assembly.assembled_spans)
@@ -99,8 +117,10 @@ class Pipeline:
                 telemetry.interactions_sampled.labels(*labels).inc()
                 # The queue is unbounded on purpose: admission control happens per request in
                 # accepting(), so a request that was accepted is never half-enqueued.
-                self._queue.put_nowait(interaction)
+                self._queue.put_nowait((origin, interaction))
+                self._in_flight[origin] += 1
         telemetry.queue_depth.set(self._queue.qsize())
+        self._publish_watermark()
 
     # -- Evaluation -----------------------------------------------------------------------------
 
@@ -111,7 +131,7 @@ class Pipeline:
 
     async def _work(self) -> None:
         while True:
-            interaction = await self._queue.get()
+            origin, interaction = await self._queue.get()
             try:
                 results = await self._evaluator.evaluate(interaction)
                 for exporter in self._exporters:
@@ -120,11 +140,16 @@ class Pipeline:
                 log.exception("evaluation of %s failed", interaction.interaction_id)
             finally:
                 self._queue.task_done()
+                self._in_flight[origin] -= 1
+                if not self._in_flight[origin]:
+                    del self._in_flight[origin]
+                self._publish_watermark()
                 self._telemetry.queue_depth.set(self._queue.qsize())
 
     async def shutdown(self, timeout: float) -> None:
         """Flush the assembler, finish queued evaluations within `timeout`, then stop workers."""
-        self._take(self._assembler.flush())
+        # What the assembler still buffers may stem from any earlier request.
+        self._take(self._assembler.flush(), origin=0)
         try:
             await asyncio.wait_for(self._queue.join(), timeout)
         except TimeoutError:
@@ -155,8 +180,9 @@ class Agent:
 
     async def shutdown(self) -> None:
         timeout = self.settings.shutdown_timeout_seconds
-        await self.source.shutdown(timeout)
+        await self.source.stop()
         await self.pipeline.shutdown(timeout)
+        await self.source.shutdown(timeout)
         await self.metrics_server.shutdown(timeout)
 
 
@@ -168,6 +194,36 @@ def build_judge(settings: Settings, telemetry: Telemetry) -> Judge:
     judge: Judge = InstrumentedJudge(LexicalJudge(), telemetry)
     cache = MemoryVerdictCache(settings.cache_max_entries)
     return CachedJudge(judge, cache, telemetry)
+
+
+def build_source(settings: Settings, telemetry: Telemetry) -> Source:
+    if settings.source == "kafka":
+        # Imported here so the embedded default never loads the Kafka client.
+        from agent.sources.kafka import KafkaSource, KafkaSourceConfig
+
+        password = settings.kafka_sasl_password
+        config = KafkaSourceConfig(
+            bootstrap_servers=settings.kafka_bootstrap,
+            topic=settings.kafka_topic,
+            group_id=settings.kafka_group_id,
+            encoding=settings.kafka_encoding,
+            auto_offset_reset=settings.kafka_auto_offset_reset,
+            session_timeout_ms=settings.kafka_session_timeout_ms,
+            heartbeat_interval_ms=settings.kafka_heartbeat_interval_ms,
+            max_poll_interval_ms=settings.kafka_max_poll_interval_ms,
+            max_partition_fetch_bytes=settings.kafka_max_partition_fetch_bytes,
+            fetch_max_bytes=settings.kafka_fetch_max_bytes,
+            commit_interval_seconds=settings.kafka_commit_interval_seconds,
+            security_protocol=settings.kafka_security_protocol,
+            sasl_mechanism=settings.kafka_sasl_mechanism,
+            sasl_username=settings.kafka_sasl_username,
+            sasl_password=password.get_secret_value() if password else None,
+            ssl_cafile=settings.kafka_ssl_cafile,
+            ssl_certfile=settings.kafka_ssl_certfile,
+            ssl_keyfile=settings.kafka_ssl_keyfile,
+        )
+        return KafkaSource(config, telemetry)
+    return OtlpHttpSource(*settings.otlp_address, max_body_bytes=settings.otlp_max_body_bytes)
 
 
 def build_agent(settings: Settings, registry: CollectorRegistry | None = None) -> Agent:
@@ -188,6 +244,6 @@ def build_agent(settings: Settings, registry: CollectorRegistry | None = None) -
         max_pending=settings.max_pending,
         concurrency=settings.eval_concurrency,
     )
-    source = OtlpHttpSource(*settings.otlp_address, max_body_bytes=settings.otlp_max_body_bytes)
+    source = build_source(settings, telemetry)
     metrics_server = MetricsServer(telemetry.registry, *settings.metrics_address, ready=source.ready)
     return Agent(settings, telemetry, source, pipeline, metrics_server)

@@ -89,6 +89,17 @@ class Telemetry:
         self.judge_cost = Counter(
             "ragpulse_judge_cost_usd", "Judge cost in USD as litellm prices it.", ["model"], registry=registry
         )
+        self.consumer_lag = Gauge(
+            "ragpulse_consumer_lag",
+            "Messages between the consumer's position and the partition's end.",
+            ["topic", "partition"],
+            registry=registry,
+        )
+        self.kafka_commit_failures = Counter(
+            "ragpulse_kafka_commit_failures",
+            "Offset commits that failed (messages get redelivered).",
+            registry=registry,
+        )
         self.queue_depth = Gauge(
             "ragpulse_evaluation_queue_depth", "Interactions waiting for evaluation.", registry=registry
         )

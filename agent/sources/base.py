@@ -14,8 +14,16 @@ class Intake(Protocol):
         """False while the evaluation queue is full: the source must push back on its senders."""
         ...
 
-    def accept(self, request: DecodedRequest, source: str) -> None:
-        """Take one decoded request; its rejected spans are dead-lettered here."""
+    def accept(self, request: DecodedRequest, source: str) -> int:
+        """Take one decoded request; its rejected spans are dead-lettered here.
+
+        Returns the request's sequence number: its work is finished once `low_watermark()`
+        exceeds it.
+        """
+        ...
+
+    def low_watermark(self) -> int:
+        """The smallest sequence number with unfinished work (safe to read from any thread)."""
         ...
 
     def dead_letter(self, reason: str, detail: str, count: int = 1) -> None:
@@ -32,6 +40,10 @@ class Source(Protocol):
         """True once the source can receive (listening, connected)."""
         ...
 
+    async def stop(self) -> None:
+        """Stop taking new input (the pipeline then drains); idempotent."""
+        ...
+
     async def shutdown(self, timeout: float) -> None:
-        """Stop receiving; idempotent."""
+        """Acknowledge what the pipeline finished (e.g. commit offsets) and release resources; idempotent."""
         ...

@@ -71,10 +71,13 @@ class OtlpHttpSource:
     def ready(self) -> bool:
         return self._runner is not None
 
-    async def shutdown(self, timeout: float) -> None:
+    async def stop(self) -> None:
         runner, self._runner = self._runner, None
         if runner is not None:
             await runner.cleanup()
+
+    async def shutdown(self, timeout: float) -> None:
+        await self.stop()
 
     async def _handle(self, request: web.Request) -> web.Response:
         assert self._intake is not None

@@ -1,0 +1,118 @@
+"""`ragpulse run` with RAGPULSE_SOURCE=kafka against a real Kafka-protocol broker."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from tests.fixtures.kafka_broker import FAST_GROUP_ENV, Broker, broker, produce_otlp, produce_raw
+from tests.support import AgentProcess, openinference_single_span
+
+__all__ = ["broker"]
+pytestmark = pytest.mark.integration
+
+RESPONSE = "The capital of France is Paris."
+USEFUL = "Paris is the capital of France and its largest city ({})."
+USELESS = "Bananas grow in tropical climates and are rich in potassium ({})."
+PATTERNS = {(0, 1, 1, 0, 0): 0.5833333, (1, 1, 0, 1, 0): 0.9166667, (0, 0, 1, 1, 1): 0.4777778}
+
+
+def record_spans(count: int, service: str = "kafka-app") -> list[ReadableSpan]:
+    """`count` single-span interactions cycling through PATTERNS, recorded by the real SDK."""
+    memory = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": service}))
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("tests")
+    patterns = list(PATTERNS)
+    for i in range(count):
+        pattern = patterns[i % len(patterns)]
+        chunks = [(USEFUL if v else USELESS).format(f"{i}.{k}") for k, v in enumerate(pattern)]
+        openinference_single_span(tracer, query=f"Capital of France? #{i}", chunks=chunks, response=RESPONSE)
+    return list(memory.get_finished_spans())
+
+
+def kafka_agent(broker: Broker, topic: str, group: str, **extra: str) -> AgentProcess:
+    env = {
+        "RAGPULSE_SOURCE": "kafka",
+        "RAGPULSE_KAFKA_BOOTSTRAP": broker.bootstrap,
+        "RAGPULSE_KAFKA_TOPIC": topic,
+        "RAGPULSE_KAFKA_GROUP_ID": group,
+        "RAGPULSE_KAFKA_AUTO_OFFSET_RESET": "earliest",
+        "RAGPULSE_KAFKA_COMMIT_INTERVAL_SECONDS": "0.2",
+        **FAST_GROUP_ENV,
+        **extra,
+    }
+    return AgentProcess(env=env)
+
+
+@pytest.fixture
+def topic(broker: Broker) -> str:
+    return broker.create_topic(partitions=3)
+
+
+@pytest.fixture
+def group() -> str:
+    return f"ragpulse-test-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def agent(broker: Broker, topic: str, group: str) -> Iterator[AgentProcess]:
+    process = kafka_agent(broker, topic, group)
+    try:
+        process.wait_ready()
+        yield process
+    finally:
+        process.kill()
+
+
+def wait_committed(
+    broker: Broker, group: str, topic: str, expected_total: int, timeout: float = 20.0
+) -> dict[int, int]:
+    deadline = time.monotonic() + timeout
+    committed: dict[int, int] = {}
+    while time.monotonic() < deadline:
+        committed = broker.committed(group, topic)
+        if sum(committed.values()) >= expected_total:
+            break
+        time.sleep(0.2)
+    return committed
+
+
+@pytest.mark.parametrize("encoding", ["otlp_proto", "otlp_json"])
+def test_collector_messages_are_scored_and_committed(
+    broker: Broker, topic: str, group: str, encoding: str
+) -> None:
+    agent = kafka_agent(broker, topic, group, RAGPULSE_KAFKA_ENCODING=encoding)
+    try:
+        agent.wait_ready()
+        spans = record_spans(9)
+        assert produce_otlp(broker.bootstrap, topic, spans, encoding=encoding) == 9
+        produce_raw(broker.bootstrap, topic, [b"\x0a\x05abc" if encoding == "otlp_proto" else b"{oops", b""])
+
+        labels = {"service": "kafka-app", "metric": "context_precision"}
+        scrape = agent.wait_for(lambda s: s.total("ragpulse_score_count", **labels) == 9, timeout=40)
+        assert scrape.value("ragpulse_spans_received_total", source="kafka") == 9
+        assert scrape.total("ragpulse_score_count", **labels) == 9
+        assert scrape.total("ragpulse_score_sum", **labels) == pytest.approx(
+            3 * sum(PATTERNS.values()), abs=1e-5
+        )
+        assert scrape.value("ragpulse_dead_letters_total", reason="undecodable") == 1
+        assert scrape.value("ragpulse_dead_letters_total", reason="empty_message") == 1
+
+        # 11 messages in all; every one is finished, so every offset gets committed.
+        committed = wait_committed(broker, group, topic, 11)
+        assert sum(committed.values()) == 11, committed
+        lag = agent.wait_for(
+            lambda s: s.total("ragpulse_consumer_lag") == 0 and s.value("ragpulse_consumer_lag") is not None
+        )
+        assert lag.value("ragpulse_consumer_lag") is not None
+        assert agent.stop() == 0, agent.log()
+    finally:
+        agent.kill()
