@@ -111,6 +111,13 @@ class Settings(BaseModel):
     shutdown_timeout_seconds: float = Field(
         10.0, ge=0, description="How long shutdown waits for in-flight evaluations."
     )
+    drift_baseline_size: int = Field(
+        1000, ge=10, description="Scores per series learnt as the baseline before drift is judged."
+    )
+    drift_window: int = Field(200, ge=10, description="Recent scores compared with the baseline.")
+    drift_threshold: float = Field(12.0, gt=0, description="CUSUM alarm threshold, in baseline sd.")
+    drift_alpha: float = Field(1e-5, gt=0, lt=1, description="p-value the window test must reach.")
+    drift_max_series: int = Field(2000, gt=0, description="Series tracked for drift (LRU beyond).")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
     @field_validator("otlp_listen", "metrics_listen")

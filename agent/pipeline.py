@@ -16,7 +16,9 @@ from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry
 
+from agent.aggregate import DriftAggregator
 from agent.config import ConfigError, Settings
+from agent.drift import DriftConfig
 from agent.evaluate import Evaluator
 from agent.exporters.base import Exporter
 from agent.exporters.prometheus import MetricsServer, PrometheusExporter
@@ -196,6 +198,15 @@ def build_judge(settings: Settings, telemetry: Telemetry) -> Judge:
     return CachedJudge(judge, cache, telemetry)
 
 
+def drift_config(settings: Settings) -> DriftConfig:
+    return DriftConfig(
+        baseline_size=settings.drift_baseline_size,
+        window=settings.drift_window,
+        threshold=settings.drift_threshold,
+        alpha=settings.drift_alpha,
+    )
+
+
 def build_source(settings: Settings, telemetry: Telemetry) -> Source:
     if settings.source == "kafka":
         # Imported here so the embedded default never loads the Kafka client.
@@ -239,7 +250,10 @@ def build_agent(settings: Settings, registry: CollectorRegistry | None = None) -
         evaluator=Evaluator(
             [STREAMING_METRICS[name]() for name in settings.metrics], build_judge(settings, telemetry)
         ),
-        exporters=[PrometheusExporter(telemetry)],
+        exporters=[
+            PrometheusExporter(telemetry),
+            DriftAggregator(telemetry, drift_config(settings), settings.drift_max_series),
+        ],
         telemetry=telemetry,
         max_pending=settings.max_pending,
         concurrency=settings.eval_concurrency,

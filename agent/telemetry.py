@@ -89,6 +89,18 @@ class Telemetry:
         self.judge_cost = Counter(
             "ragpulse_judge_cost_usd", "Judge cost in USD as litellm prices it.", ["model"], registry=registry
         )
+        self.drift_score = Gauge(
+            "ragpulse_drift_score",
+            "Evidence of a drop below baseline (CUSUM over its threshold; >= 1 alarms).",
+            ["service", "route", "metric"],
+            registry=registry,
+        )
+        self.drift_detected = Gauge(
+            "ragpulse_drift_detected",
+            "1 while a drop below baseline is detected and confirmed by the window test.",
+            ["service", "route", "metric"],
+            registry=registry,
+        )
         self.consumer_lag = Gauge(
             "ragpulse_consumer_lag",
             "Messages between the consumer's position and the partition's end.",

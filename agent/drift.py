@@ -1,0 +1,114 @@
+"""Drift detection on a stream of scores in [0, 1]: has the mean dropped below its baseline?
+
+Two tests must agree before an alarm, which keeps noise from paging anyone:
+- a one-sided CUSUM on standardised scores, z = (μ₀ − x) / σ₀, S ← max(0, S + z − k), which
+  accumulates evidence of a downward shift quickly and forgets isolated bad scores;
+- a one-sided Welch test between the baseline sample and the recent window, which confirms that
+  the recent mean is really lower and not just a run of bad luck.
+
+The baseline is learnt from the first `baseline_size` scores, then keeps adapting slowly (an
+exponential average over about `baseline_horizon` scores) while the CUSUM sees no evidence of a
+shift, so that a baseline learnt from an unlucky first sample corrects itself and slow seasonal
+movement does not alarm, while a sudden drop is caught long before it could be absorbed. Slow
+decline over days is for the Prometheus alert rules that compare long windows.
+
+`score`, exported for dashboards, is S / h: 1.0 is the CUSUM's alarm threshold.
+Pure logic: no clocks, no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class DriftConfig:
+    """Defaults trade a short delay for silence on noise; `benchmarks/drift.py` measures both
+    (figures in docs/drift.md)."""
+
+    baseline_size: int = 1000
+    baseline_horizon: int = 5000
+    window: int = 200
+    # CUSUM slack and threshold, in baseline standard deviations.
+    slack: float = 0.375
+    threshold: float = 12.0
+    # One-sided p-value the window test must reach.
+    alpha: float = 1e-5
+    # Smallest σ₀ used, so a constant baseline does not turn every wobble into a large z.
+    min_sigma: float = 0.05
+
+
+@dataclass(frozen=True, slots=True)
+class DriftState:
+    ready: bool  # baseline complete
+    score: float  # CUSUM statistic over its threshold; ≥ 1 means the CUSUM alarms
+    detected: bool  # CUSUM alarm confirmed by the window test
+    baseline_mean: float | None
+    window_mean: float | None
+    p_value: float | None
+
+
+def _normal_sf(z: float) -> float:
+    return 0.5 * math.erfc(z / math.sqrt(2.0))
+
+
+class DriftDetector:
+    """Detects a downward shift in the mean of one score stream (one service, route and metric)."""
+
+    def __init__(self, config: DriftConfig | None = None) -> None:
+        self.config = config or DriftConfig()
+        self._n = 0
+        self._mean = 0.0
+        self._m2 = 0.0  # Welford's running sum of squared deviations while learning the baseline
+        self._variance = 0.0
+        self._cusum = 0.0
+        self._window: deque[float] = deque(maxlen=self.config.window)
+        self._window_sum = 0.0
+
+    @property
+    def baseline_ready(self) -> bool:
+        return self._n >= self.config.baseline_size
+
+    def _sigma(self) -> float:
+        return max(math.sqrt(self._variance), self.config.min_sigma)
+
+    def update(self, value: float) -> DriftState:
+        config = self.config
+        if not self.baseline_ready:
+            self._n += 1
+            delta = value - self._mean
+            self._mean += delta / self._n
+            self._m2 += delta * (value - self._mean)
+            if self._n > 1:
+                self._variance = self._m2 / (self._n - 1)
+            return DriftState(False, 0.0, False, None, None, None)
+
+        if len(self._window) == self._window.maxlen:
+            self._window_sum -= self._window[0]
+        self._window.append(value)
+        self._window_sum += value
+
+        sigma = self._sigma()
+        z = (self._mean - value) / sigma
+        # Capped so that recovery after a long incident takes as long as detection did.
+        self._cusum = min(max(0.0, self._cusum + z - config.slack), 2.0 * config.threshold)
+        score = self._cusum / config.threshold
+        if score < 0.5:
+            # No evidence of a shift: let the baseline follow slowly (EW mean and variance).
+            weight = 1.0 / config.baseline_horizon
+            delta = value - self._mean
+            self._mean += weight * delta
+            self._variance = (1.0 - weight) * (self._variance + weight * delta * delta)
+
+        window_mean = self._window_sum / len(self._window)
+        p_value = None
+        if len(self._window) >= 2:
+            window_var = sum((x - window_mean) ** 2 for x in self._window) / (len(self._window) - 1)
+            standard_error = math.sqrt(
+                sigma**2 / config.baseline_size + max(window_var, config.min_sigma**2) / len(self._window)
+            )
+            p_value = _normal_sf((self._mean - window_mean) / standard_error)
+        detected = score >= 1.0 and p_value is not None and p_value < config.alpha
+        return DriftState(True, score, detected, self._mean, window_mean, p_value)
