@@ -97,6 +97,25 @@ class Settings(BaseModel):
         ("context_precision",), min_length=1, description="Metrics scored on sampled interactions."
     )
     sample_rate: float = Field(1.0, ge=0.0, le=1.0, description="Fraction of interactions scored.")
+    sample_rates: tuple[str, ...] = Field(
+        (), description="Rates per service or route: service=RATE or service/route=RATE, comma-separated."
+    )
+    sample_keep_rules: tuple[str, ...] = Field(
+        (),
+        description="Interactions always scored when a span attribute matches, e.g. feedback.score < 0.",
+    )
+    budget_calls_per_minute: float | None = Field(
+        None, gt=0, description="Judge calls per minute across all replicas; sampling slows above it."
+    )
+    budget_usd_per_hour: float | None = Field(
+        None, gt=0, description="Judge spend in USD per hour across all replicas; sampling slows above it."
+    )
+    idempotency_lease_seconds: float = Field(
+        60.0, gt=0, description="How long a replica's claim on an interaction blocks the others."
+    )
+    idempotency_ttl_seconds: float = Field(
+        3600.0, gt=0, description="How long a scored interaction id is remembered (redelivery window)."
+    )
     route_attributes: tuple[str, ...] = Field(
         ("http.route",),
         description="Span attributes tried in order for the route label; the span name is the fallback.",
@@ -134,6 +153,23 @@ class Settings(BaseModel):
         unknown = [name for name in value if name not in STREAMING_METRICS]
         if unknown:
             raise ValueError(f"unknown metric(s) {unknown}; choose from {sorted(STREAMING_METRICS)}")
+        return value
+
+    @field_validator("sample_rates")
+    @classmethod
+    def _rate_entries(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        from agent.sampling import RateTable
+
+        RateTable.parse(1.0, value)
+        return value
+
+    @field_validator("sample_keep_rules")
+    @classmethod
+    def _keep_rules(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        from agent.sampling import KeepRule
+
+        for rule in value:
+            KeepRule.parse(rule)
         return value
 
     @property

@@ -9,19 +9,25 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
 import time
+import uuid
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from prometheus_client import CollectorRegistry
 
 from agent.aggregate import DriftAggregator
+from agent.budget import BudgetController, MemoryLedger, RedisLedger, SpendLedger
 from agent.config import ConfigError, Settings
 from agent.drift import DriftConfig
 from agent.evaluate import Evaluator
 from agent.exporters.base import Exporter
 from agent.exporters.prometheus import MetricsServer, PrometheusExporter
+from agent.idempotency import Claim, IdempotencyStore, MemoryIdempotency, RedisIdempotency
 from agent.judges.base import Judge
 from agent.judges.cache import CachedJudge, MemoryVerdictCache
 from agent.judges.instrumented import InstrumentedJudge
@@ -32,7 +38,7 @@ from agent.model import RagInteraction
 from agent.otlp.assemble import Assembler, Assembly, Labeller, SingleSpanAssembler
 from agent.otlp.conventions.openinference import OpenInference
 from agent.otlp.decode import DecodedRequest
-from agent.sampling import Sampler, TraceIdRatioSampler
+from agent.sampling import KeepRule, RateTable, RuleSampler, Sampler
 from agent.sources.base import Source
 from agent.sources.otlp_http import OtlpHttpSource
 from agent.telemetry import Telemetry
@@ -55,7 +61,13 @@ class Pipeline:
         telemetry: Telemetry,
         max_pending: int,
         concurrency: int,
+        idempotency: IdempotencyStore,
+        busy_retry_seconds: float = 1.0,
     ) -> None:
+        self._idempotency = idempotency
+        self._busy_retry_seconds = busy_retry_seconds
+        self._idle = asyncio.Event()
+        self._idle.set()
         self._assembler = assembler
         self._sampler = sampler
         self._evaluator = evaluator
@@ -74,7 +86,7 @@ class Pipeline:
     # -- Intake ---------------------------------------------------------------------------------
 
     def accepting(self) -> bool:
-        return self._queue.qsize() < self._max_pending
+        return sum(self._in_flight.values()) < self._max_pending
 
     def accept(self, request: DecodedRequest, source: str) -> int:
         sequence = self._next_sequence
@@ -121,6 +133,7 @@ class Pipeline:
                 # accepting(), so a request that was accepted is never half-enqueued.
                 self._queue.put_nowait((origin, interaction))
                 self._in_flight[origin] += 1
+                self._idle.clear()
         telemetry.queue_depth.set(self._queue.qsize())
         self._publish_watermark()
 
@@ -132,31 +145,66 @@ class Pipeline:
         ]
 
     async def _work(self) -> None:
+        loop = asyncio.get_running_loop()
         while True:
-            origin, interaction = await self._queue.get()
-            try:
-                results = await self._evaluator.evaluate(interaction)
-                for exporter in self._exporters:
-                    exporter.export(interaction, results)
-            except Exception:  # stage boundary: log, count as errors, keep the worker alive
-                log.exception("evaluation of %s failed", interaction.interaction_id)
-            finally:
-                self._queue.task_done()
-                self._in_flight[origin] -= 1
-                if not self._in_flight[origin]:
-                    del self._in_flight[origin]
-                self._publish_watermark()
-                self._telemetry.queue_depth.set(self._queue.qsize())
+            item = await self._queue.get()
+            self._telemetry.queue_depth.set(self._queue.qsize())
+            origin, interaction = item
+            if await self._process(interaction):
+                self._finish(origin)
+            else:
+                # Another replica holds the claim; look again when its lease may have run out.
+                loop.call_later(self._busy_retry_seconds, self._queue.put_nowait, item)
+
+    async def _process(self, interaction: RagInteraction) -> bool:
+        """Evaluate and export once; False when the interaction must be retried later."""
+        claim = await self._claim(interaction)
+        if claim is Claim.DONE:
+            self._telemetry.duplicates.inc()
+            return True
+        if claim is Claim.BUSY:
+            return False
+        try:
+            results = await self._evaluator.evaluate(interaction)
+            for exporter in self._exporters:
+                exporter.export(interaction, results)
+        except Exception:  # stage boundary: log and move on; the worker must survive
+            log.exception("evaluation of %s failed", interaction.interaction_id)
+        try:
+            await self._idempotency.complete(interaction.interaction_id)
+        except Exception as exc:
+            self._telemetry.idempotency_errors.inc()
+            log.warning("cannot mark %s scored: %s", interaction.interaction_id, exc)
+        return True
+
+    async def _claim(self, interaction: RagInteraction) -> Claim:
+        try:
+            return await self._idempotency.claim(interaction.interaction_id)
+        except Exception as exc:
+            # Without the store a duplicate may be scored twice; losing the score would be worse.
+            self._telemetry.idempotency_errors.inc()
+            log.warning("idempotency store unavailable, evaluating anyway: %s", exc)
+            return Claim.CLAIMED
+
+    def _finish(self, origin: int) -> None:
+        self._in_flight[origin] -= 1
+        if not self._in_flight[origin]:
+            del self._in_flight[origin]
+        if not self._in_flight:
+            self._idle.set()
+        self._publish_watermark()
 
     async def shutdown(self, timeout: float) -> None:
         """Flush the assembler, finish queued evaluations within `timeout`, then stop workers."""
         # What the assembler still buffers may stem from any earlier request.
         self._take(self._assembler.flush(), origin=0)
         try:
-            await asyncio.wait_for(self._queue.join(), timeout)
+            await asyncio.wait_for(self._idle.wait(), timeout)
         except TimeoutError:
             log.warning(
-                "shutdown: %d interaction(s) left unevaluated after %.1fs", self._queue.qsize(), timeout
+                "shutdown: %d interaction(s) left unevaluated after %.1fs; they stay uncommitted",
+                sum(self._in_flight.values()),
+                timeout,
             )
         for worker in self._workers:
             worker.cancel()
@@ -173,10 +221,13 @@ class Agent:
     telemetry: Telemetry
     source: Source
     pipeline: Pipeline
+    budget: BudgetController
     metrics_server: MetricsServer
+    redis: Any = None  # redis.asyncio client shared by idempotency keys and the budget, if configured
 
     async def start(self) -> None:
         await self.metrics_server.start()
+        await self.budget.start()
         await self.pipeline.start()
         await self.source.start(self.pipeline)
 
@@ -185,7 +236,10 @@ class Agent:
         await self.source.stop()
         await self.pipeline.shutdown(timeout)
         await self.source.shutdown(timeout)
+        await self.budget.shutdown(timeout)
         await self.metrics_server.shutdown(timeout)
+        if self.redis is not None:
+            await self.redis.aclose()
 
 
 def build_judge(settings: Settings, telemetry: Telemetry) -> Judge:
@@ -239,6 +293,34 @@ def build_source(settings: Settings, telemetry: Telemetry) -> Source:
 
 def build_agent(settings: Settings, registry: CollectorRegistry | None = None) -> Agent:
     telemetry = Telemetry(registry if registry is not None else CollectorRegistry())
+    redis = None
+    owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    idempotency: IdempotencyStore
+    ledger: SpendLedger
+    if settings.redis_url:
+        import redis.asyncio
+
+        redis = redis.asyncio.Redis.from_url(settings.redis_url)
+        idempotency = RedisIdempotency(
+            redis, owner, settings.idempotency_lease_seconds, settings.idempotency_ttl_seconds
+        )
+        ledger = RedisLedger(redis)
+    else:
+        idempotency = MemoryIdempotency(
+            owner, settings.idempotency_lease_seconds, settings.idempotency_ttl_seconds
+        )
+        ledger = MemoryLedger()
+    budget = BudgetController(
+        ledger,
+        telemetry,
+        calls_per_minute=settings.budget_calls_per_minute,
+        usd_per_hour=settings.budget_usd_per_hour,
+    )
+    sampler = RuleSampler(
+        RateTable.parse(settings.sample_rate, settings.sample_rates),
+        [KeepRule.parse(rule) for rule in settings.sample_keep_rules],
+        budget,
+    )
     labeller = Labeller(
         settings.route_attributes,
         limit_service=LabelLimiter(settings.max_label_values),
@@ -246,7 +328,7 @@ def build_agent(settings: Settings, registry: CollectorRegistry | None = None) -
     )
     pipeline = Pipeline(
         assembler=SingleSpanAssembler([OpenInference()], labeller),
-        sampler=TraceIdRatioSampler(settings.sample_rate),
+        sampler=sampler,
         evaluator=Evaluator(
             [STREAMING_METRICS[name]() for name in settings.metrics], build_judge(settings, telemetry)
         ),
@@ -257,7 +339,8 @@ def build_agent(settings: Settings, registry: CollectorRegistry | None = None) -
         telemetry=telemetry,
         max_pending=settings.max_pending,
         concurrency=settings.eval_concurrency,
+        idempotency=idempotency,
     )
     source = build_source(settings, telemetry)
     metrics_server = MetricsServer(telemetry.registry, *settings.metrics_address, ready=source.ready)
-    return Agent(settings, telemetry, source, pipeline, metrics_server)
+    return Agent(settings, telemetry, source, pipeline, budget, metrics_server, redis)

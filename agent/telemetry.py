@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 
+from agent.budget import Spend
+
 # `*_created` samples double the exposition size and no dashboard uses them.
 disable_created_metrics()
 
@@ -112,9 +114,33 @@ class Telemetry:
             "Offset commits that failed (messages get redelivered).",
             registry=registry,
         )
+        self.duplicates = Counter(
+            "ragpulse_duplicates",
+            "Interactions delivered again after they were scored (skipped by idempotency key).",
+            registry=registry,
+        )
+        self.idempotency_errors = Counter(
+            "ragpulse_idempotency_errors", "Failed reads or writes of idempotency keys.", registry=registry
+        )
         self.queue_depth = Gauge(
             "ragpulse_evaluation_queue_depth", "Interactions waiting for evaluation.", registry=registry
         )
+
+    # SpendMeter, for the judge budget
+    def total(self) -> Spend:
+        calls = sum(
+            sample.value
+            for metric in self.judge_requests.collect()
+            for sample in metric.samples
+            if sample.name.endswith("_total")
+        )
+        usd = sum(
+            sample.value
+            for metric in self.judge_cost.collect()
+            for sample in metric.samples
+            if sample.name.endswith("_total")
+        )
+        return Spend(calls, usd)
 
     # CacheStats, for CachedJudge
     def hits(self, n: int) -> None:

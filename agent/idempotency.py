@@ -1,0 +1,105 @@
+"""Score each interaction once, even when Kafka delivers it twice.
+
+Redelivery after a crash and overlap after a rebalance are normal under at-least-once delivery.
+Before evaluating, a worker claims the interaction id with a lease (SET NX with a TTL, in Redis
+so that all replicas see it); after exporting the scores it marks the id done for a long TTL.
+A claim held by another replica is BUSY: the worker waits and retries, so an interaction claimed
+by a replica that then died is picked up when its lease runs out.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from enum import StrEnum
+from typing import Protocol
+
+
+class Claim(StrEnum):
+    CLAIMED = "claimed"  # ours to evaluate
+    DONE = "done"  # already scored: skip
+    BUSY = "busy"  # another replica holds the lease: retry later
+
+
+class IdempotencyStore(Protocol):
+    async def claim(self, interaction_id: str) -> Claim: ...
+
+    async def complete(self, interaction_id: str) -> None: ...
+
+    async def release(self, interaction_id: str) -> None:
+        """Give up a claim without scoring (e.g. shutdown), so another replica can take it now."""
+        ...
+
+
+class MemoryIdempotency:
+    """Per-process store for the embedded default (one replica, so no lease contention)."""
+
+    def __init__(self, owner: str, lease_seconds: float, done_seconds: float, max_entries: int = 200_000,
+                 clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
+        self._owner = owner
+        self._lease = lease_seconds
+        self._done = done_seconds
+        self._max_entries = max_entries
+        self._clock = clock
+        self._entries: dict[str, tuple[str, float]] = {}
+
+    async def claim(self, interaction_id: str) -> Claim:
+        now = self._clock()
+        entry = self._entries.get(interaction_id)
+        if entry is not None and entry[1] > now:
+            if entry[0] == "done":
+                return Claim.DONE
+            if entry[0] != self._owner:
+                return Claim.BUSY
+        if len(self._entries) >= self._max_entries:
+            self._entries = {k: v for k, v in self._entries.items() if v[1] > now}
+            while len(self._entries) >= self._max_entries:
+                self._entries.pop(next(iter(self._entries)))
+        self._entries[interaction_id] = (self._owner, now + self._lease)
+        return Claim.CLAIMED
+
+    async def complete(self, interaction_id: str) -> None:
+        self._entries[interaction_id] = ("done", self._clock() + self._done)
+
+    async def release(self, interaction_id: str) -> None:
+        entry = self._entries.get(interaction_id)
+        if entry is not None and entry[0] == self._owner:
+            del self._entries[interaction_id]
+
+
+# GET; if absent SET owner with lease; if ours, extend; report done / busy otherwise.
+_CLAIM = """
+local value = redis.call('GET', KEYS[1])
+if not value or value == ARGV[1] then
+    redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+    return 'claimed'
+end
+if value == 'done' then return 'done' end
+return 'busy'
+"""
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+class RedisIdempotency:
+    def __init__(self, client, owner: str, lease_seconds: float, done_seconds: float,  # type: ignore[no-untyped-def]
+                 prefix: str = "ragpulse:scored:") -> None:  # fmt: skip
+        self._client = client
+        self._owner = owner
+        self._lease_ms = int(lease_seconds * 1000)
+        self._done_ms = int(done_seconds * 1000)
+        self._prefix = prefix
+        self._claim = client.register_script(_CLAIM)
+        self._release = client.register_script(_RELEASE)
+
+    async def claim(self, interaction_id: str) -> Claim:
+        result = await self._claim(keys=[self._prefix + interaction_id], args=[self._owner, self._lease_ms])
+        return Claim(result.decode() if isinstance(result, bytes) else result)
+
+    async def complete(self, interaction_id: str) -> None:
+        await self._client.set(self._prefix + interaction_id, "done", px=self._done_ms)
+
+    async def release(self, interaction_id: str) -> None:
+        await self._release(keys=[self._prefix + interaction_id], args=[self._owner])

@@ -1,0 +1,76 @@
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from agent.budget import BudgetController, MemoryLedger, Spend
+from agent.idempotency import Claim, MemoryIdempotency
+
+
+class Meter:
+    def __init__(self) -> None:
+        self.calls = 0.0
+
+    def total(self) -> Spend:
+        return Spend(self.calls, self.calls * 0.001)
+
+
+class Clock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def run(coro):  # type: ignore[no-untyped-def]
+    return asyncio.run(coro)
+
+
+def test_budget_lowers_the_factor_in_proportion_and_restores_it() -> None:
+    meter, clock = Meter(), Clock(60 * 1000.0)  # at the start of a minute
+    controller = BudgetController(MemoryLedger(), meter, calls_per_minute=100, usd_per_hour=None, clock=clock)
+    assert run(controller.refresh()) == 1.0
+
+    meter.calls += 400  # 4x the budget within the window
+    clock.now += 5
+    factor = run(controller.refresh())
+    assert factor == pytest.approx(0.95 / 4.0, rel=0.02)
+    assert controller.factor() == factor
+
+    # Two minutes of silence: spend leaves the window and the factor doubles back up to 1.
+    clock.now += 125
+    factors = [run(controller.refresh()) for _ in range(4)]
+    assert factors == sorted(factors) and factors[-1] == 1.0
+
+
+def test_usd_budget_is_per_hour() -> None:
+    meter, clock = Meter(), Clock(60 * 500.0)
+    controller = BudgetController(MemoryLedger(), meter, calls_per_minute=None, usd_per_hour=0.6, clock=clock)
+    meter.calls += 20  # 0.02 USD in a minute = 2x the 0.01 USD/minute that 0.6 USD/hour allows
+    clock.now += 1
+    assert run(controller.refresh()) == pytest.approx(0.95 / 2.0, rel=0.05)
+
+
+def test_budget_disabled_without_limits() -> None:
+    controller = BudgetController(MemoryLedger(), Meter(), calls_per_minute=None, usd_per_hour=None)
+    assert not controller.enabled and controller.factor() == 1.0
+
+
+def test_memory_idempotency_claims_once_and_respects_leases() -> None:
+    clock = Clock(0.0)
+    mine = MemoryIdempotency("a", lease_seconds=10, done_seconds=100, clock=clock)
+    assert run(mine.claim("i1")) is Claim.CLAIMED
+    assert run(mine.claim("i1")) is Claim.CLAIMED  # our own claim is renewed
+    run(mine.complete("i1"))
+    assert run(mine.claim("i1")) is Claim.DONE
+    clock.now = 101
+    assert run(mine.claim("i1")) is Claim.CLAIMED  # remembered only for done_seconds
+
+
+def test_memory_idempotency_release_frees_a_claim() -> None:
+    store = MemoryIdempotency("a", lease_seconds=10, done_seconds=100)
+    run(store.claim("x"))
+    run(store.release("x"))
+    assert run(store.claim("x")) is Claim.CLAIMED
