@@ -29,7 +29,7 @@ class DriftAggregator:
         self._detectors: OrderedDict[SeriesKey, DriftDetector] = OrderedDict()
         self._alarmed: set[SeriesKey] = set()
 
-    def export(self, interaction: RagInteraction, results: Sequence[MetricResult]) -> None:
+    async def export(self, interaction: RagInteraction, results: Sequence[MetricResult]) -> None:
         for result in results:
             if result.outcome is not Outcome.OK or result.value is None:
                 continue  # undefined and failed scores say nothing about quality
@@ -68,5 +68,8 @@ class DriftAggregator:
                     gauge.remove(*old)
         return detector
 
-    def shutdown(self, timeout: float) -> None:
+    async def start(self) -> None:
+        """Nothing to connect."""
+
+    async def shutdown(self, timeout: float) -> None:
         """Nothing to flush: gauges are scraped."""

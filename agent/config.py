@@ -80,6 +80,13 @@ class Settings(BaseModel):
     kafka_ssl_certfile: str | None = Field(None, description="Client certificate for mutual TLS.")
     kafka_ssl_keyfile: str | None = Field(None, description="Client key for mutual TLS.")
 
+    results_topic: str | None = Field(
+        None, description="Kafka topic receiving each evaluated interaction as OTLP (unset = off)."
+    )
+    results_include_text: bool = Field(
+        False, description="Include the query and response text in published results."
+    )
+
     judge_model: str = Field(
         "lexical", description="'lexical' for the built-in local judge, else a litellm model string."
     )

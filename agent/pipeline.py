@@ -140,6 +140,8 @@ class Pipeline:
     # -- Evaluation -----------------------------------------------------------------------------
 
     async def start(self) -> None:
+        for exporter in self._exporters:
+            await exporter.start()
         self._workers = [
             asyncio.create_task(self._work(), name=f"evaluate-{i}") for i in range(self._concurrency)
         ]
@@ -153,7 +155,7 @@ class Pipeline:
             if await self._process(interaction):
                 self._finish(origin)
             else:
-                # Another replica holds the claim; look again when its lease may have run out.
+                # Another replica holds the claim, or an export failed: try again a little later.
                 loop.call_later(self._busy_retry_seconds, self._queue.put_nowait, item)
 
     async def _process(self, interaction: RagInteraction) -> bool:
@@ -166,16 +168,32 @@ class Pipeline:
             return False
         try:
             results = await self._evaluator.evaluate(interaction)
-            for exporter in self._exporters:
-                exporter.export(interaction, results)
-        except Exception:  # stage boundary: log and move on; the worker must survive
+        except Exception:  # stage boundary: a bug must not kill the worker; count and move on
             log.exception("evaluation of %s failed", interaction.interaction_id)
+            results = []
+        # Durable exporters come first: when one fails, the interaction is retried later and the
+        # in-process ones (Prometheus, drift) have not counted it yet.
+        for exporter in self._exporters:
+            try:
+                await exporter.export(interaction, results)
+            except Exception as exc:
+                self._telemetry.export_failures.labels(type(exporter).__name__).inc()
+                log.warning("export of %s failed, will retry: %s", interaction.interaction_id, exc)
+                await self._release(interaction)
+                return False
         try:
             await self._idempotency.complete(interaction.interaction_id)
         except Exception as exc:
             self._telemetry.idempotency_errors.inc()
             log.warning("cannot mark %s scored: %s", interaction.interaction_id, exc)
         return True
+
+    async def _release(self, interaction: RagInteraction) -> None:
+        try:
+            await self._idempotency.release(interaction.interaction_id)
+        except Exception as exc:
+            self._telemetry.idempotency_errors.inc()
+            log.warning("cannot release claim on %s: %s", interaction.interaction_id, exc)
 
     async def _claim(self, interaction: RagInteraction) -> Claim:
         try:
@@ -210,7 +228,7 @@ class Pipeline:
             worker.cancel()
         await asyncio.gather(*self._workers, return_exceptions=True)
         for exporter in self._exporters:
-            exporter.shutdown(timeout)
+            await exporter.shutdown(timeout)
 
 
 @dataclass
@@ -261,14 +279,31 @@ def drift_config(settings: Settings) -> DriftConfig:
     )
 
 
+def kafka_connection(settings: Settings) -> dict[str, Any]:
+    """kafka-python options shared by the consumer and the results producer."""
+    password = settings.kafka_sasl_password
+    optional = {
+        "sasl_mechanism": settings.kafka_sasl_mechanism,
+        "sasl_plain_username": settings.kafka_sasl_username,
+        "sasl_plain_password": password.get_secret_value() if password else None,
+        "ssl_cafile": settings.kafka_ssl_cafile,
+        "ssl_certfile": settings.kafka_ssl_certfile,
+        "ssl_keyfile": settings.kafka_ssl_keyfile,
+    }
+    return {
+        "bootstrap_servers": list(settings.kafka_bootstrap),
+        "security_protocol": settings.kafka_security_protocol,
+        **{k: v for k, v in optional.items() if v is not None},
+    }
+
+
 def build_source(settings: Settings, telemetry: Telemetry) -> Source:
     if settings.source == "kafka":
         # Imported here so the embedded default never loads the Kafka client.
         from agent.sources.kafka import KafkaSource, KafkaSourceConfig
 
-        password = settings.kafka_sasl_password
         config = KafkaSourceConfig(
-            bootstrap_servers=settings.kafka_bootstrap,
+            connection=kafka_connection(settings),
             topic=settings.kafka_topic,
             group_id=settings.kafka_group_id,
             encoding=settings.kafka_encoding,
@@ -279,16 +314,25 @@ def build_source(settings: Settings, telemetry: Telemetry) -> Source:
             max_partition_fetch_bytes=settings.kafka_max_partition_fetch_bytes,
             fetch_max_bytes=settings.kafka_fetch_max_bytes,
             commit_interval_seconds=settings.kafka_commit_interval_seconds,
-            security_protocol=settings.kafka_security_protocol,
-            sasl_mechanism=settings.kafka_sasl_mechanism,
-            sasl_username=settings.kafka_sasl_username,
-            sasl_password=password.get_secret_value() if password else None,
-            ssl_cafile=settings.kafka_ssl_cafile,
-            ssl_certfile=settings.kafka_ssl_certfile,
-            ssl_keyfile=settings.kafka_ssl_keyfile,
         )
         return KafkaSource(config, telemetry)
     return OtlpHttpSource(*settings.otlp_address, max_body_bytes=settings.otlp_max_body_bytes)
+
+
+def build_exporters(settings: Settings, telemetry: Telemetry) -> list[Exporter]:
+    exporters: list[Exporter] = []
+    if settings.results_topic:
+        from agent.exporters.kafka_results import KafkaResultsExporter
+
+        exporters.append(
+            KafkaResultsExporter(
+                kafka_connection(settings), settings.results_topic, include_text=settings.results_include_text
+            )
+        )
+    # In-process exporters last: they count an interaction only once the durable ones succeeded.
+    exporters.append(PrometheusExporter(telemetry))
+    exporters.append(DriftAggregator(telemetry, drift_config(settings), settings.drift_max_series))
+    return exporters
 
 
 def build_agent(settings: Settings, registry: CollectorRegistry | None = None) -> Agent:
@@ -332,10 +376,7 @@ def build_agent(settings: Settings, registry: CollectorRegistry | None = None) -
         evaluator=Evaluator(
             [STREAMING_METRICS[name]() for name in settings.metrics], build_judge(settings, telemetry)
         ),
-        exporters=[
-            PrometheusExporter(telemetry),
-            DriftAggregator(telemetry, drift_config(settings), settings.drift_max_series),
-        ],
+        exporters=build_exporters(settings, telemetry),
         telemetry=telemetry,
         max_pending=settings.max_pending,
         concurrency=settings.eval_concurrency,

@@ -114,6 +114,12 @@ class Telemetry:
             "Offset commits that failed (messages get redelivered).",
             registry=registry,
         )
+        self.export_failures = Counter(
+            "ragpulse_export_failures",
+            "Failed exports of evaluated interactions (retried), by exporter.",
+            ["exporter"],
+            registry=registry,
+        )
         self.duplicates = Counter(
             "ragpulse_duplicates",
             "Interactions delivered again after they were scored (skipped by idempotency key).",

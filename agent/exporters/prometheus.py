@@ -23,14 +23,17 @@ class PrometheusExporter:
     def __init__(self, telemetry: Telemetry) -> None:
         self._telemetry = telemetry
 
-    def export(self, interaction: RagInteraction, results: Sequence[MetricResult]) -> None:
+    async def export(self, interaction: RagInteraction, results: Sequence[MetricResult]) -> None:
         labels = (interaction.service, interaction.route)
         for result in results:
             self._telemetry.evaluations.labels(*labels, result.metric, result.outcome.value).inc()
             if result.outcome is Outcome.OK and result.value is not None:
                 self._telemetry.score.labels(*labels, result.metric).observe(result.value)
 
-    def shutdown(self, timeout: float) -> None:
+    async def start(self) -> None:
+        """Nothing to connect."""
+
+    async def shutdown(self, timeout: float) -> None:
         """Nothing is buffered: the registry is scraped."""
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,7 +41,8 @@ _FINISHED = -1
 
 @dataclass(frozen=True, slots=True)
 class KafkaSourceConfig:
-    bootstrap_servers: tuple[str, ...]
+    # Connection options shared with producers: bootstrap_servers, security_protocol, sasl_*, ssl_*.
+    connection: Mapping[str, Any]
     topic: str
     group_id: str
     encoding: str = "otlp_proto"
@@ -55,17 +57,10 @@ class KafkaSourceConfig:
     fetch_max_bytes: int = 64 * 1024 * 1024
     commit_interval_seconds: float = 1.0
     lag_interval_seconds: float = 5.0
-    security_protocol: str = "PLAINTEXT"
-    sasl_mechanism: str | None = None
-    sasl_username: str | None = None
-    sasl_password: str | None = None
-    ssl_cafile: str | None = None
-    ssl_certfile: str | None = None
-    ssl_keyfile: str | None = None
 
     def consumer_options(self) -> dict[str, Any]:
-        options: dict[str, Any] = {
-            "bootstrap_servers": list(self.bootstrap_servers),
+        return {
+            **self.connection,
             "group_id": self.group_id,
             "client_id": self.client_id,
             "auto_offset_reset": self.auto_offset_reset,
@@ -76,18 +71,7 @@ class KafkaSourceConfig:
             "max_poll_records": self.max_poll_records,
             "max_partition_fetch_bytes": self.max_partition_fetch_bytes,
             "fetch_max_bytes": self.fetch_max_bytes,
-            "security_protocol": self.security_protocol,
         }
-        optional = {
-            "sasl_mechanism": self.sasl_mechanism,
-            "sasl_plain_username": self.sasl_username,
-            "sasl_plain_password": self.sasl_password,
-            "ssl_cafile": self.ssl_cafile,
-            "ssl_certfile": self.ssl_certfile,
-            "ssl_keyfile": self.ssl_keyfile,
-        }
-        options.update({k: v for k, v in optional.items() if v is not None})
-        return options
 
 
 class _Rebalance(ConsumerRebalanceListener):
@@ -135,7 +119,7 @@ class KafkaSource:
         log.info(
             "consuming %s from %s as group %s (%s)",
             self._config.topic,
-            ",".join(self._config.bootstrap_servers),
+            ",".join(self._config.connection["bootstrap_servers"]),
             self._config.group_id,
             self._config.encoding,
         )

@@ -116,3 +116,42 @@ def test_collector_messages_are_scored_and_committed(
         assert agent.stop() == 0, agent.log()
     finally:
         agent.kill()
+
+
+def test_results_topic_carries_evaluations_beside_the_trace(broker: Broker, topic: str, group: str) -> None:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    from tests.fixtures.kafka_broker import consume_all
+
+    results_topic = broker.create_topic(partitions=1)
+    agent = kafka_agent(broker, topic, group, RAGPULSE_RESULTS_TOPIC=results_topic)
+    try:
+        agent.wait_ready()
+        spans = record_spans(3)
+        produce_otlp(broker.bootstrap, topic, spans)
+        messages = consume_all(broker.bootstrap, results_topic, expected=3)
+    finally:
+        agent.stop()
+        agent.kill()
+    assert len(messages) == 3
+    evaluated = {(format(s.context.trace_id, "032x"), format(s.context.span_id, "016x")): s for s in spans}
+    seen = set()
+    for value in messages:
+        request = ExportTraceServiceRequest.FromString(value)
+        (resource_spans,) = request.resource_spans
+        resource = {kv.key: kv.value for kv in resource_spans.resource.attributes}
+        assert resource["ragpulse.agent"].bool_value is True
+        (span,) = resource_spans.scope_spans[0].spans
+        key = (span.trace_id.hex(), span.parent_span_id.hex())
+        assert key in evaluated, "the evaluation span is a child of the evaluated span"
+        seen.add(key)
+        attributes = {kv.key: kv.value for kv in span.attributes}
+        score = attributes["evaluations.context_precision.score"].double_value
+        assert round(score, 4) in {round(v, 4) for v in PATTERNS.values()}
+        assert "input.value" not in attributes and "output.value" not in attributes  # no text by default
+        (event,) = span.events
+        assert event.name == "gen_ai.evaluation.result"
+        event_attributes = {kv.key: kv.value for kv in event.attributes}
+        assert event_attributes["gen_ai.evaluation.name"].string_value == "context_precision"
+        assert event_attributes["gen_ai.evaluation.score.value"].double_value == score
+    assert seen == set(evaluated)

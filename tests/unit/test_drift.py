@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import random
 
 import pytest
@@ -68,13 +69,15 @@ def test_aggregator_exports_gauges_and_ignores_undefined_scores() -> None:
     rng = random.Random(4)
     for i in range(SMALL.baseline_size + 400):
         value = rng.gauss(0.7 if i < SMALL.baseline_size + 100 else 0.4, 0.1)
-        aggregator.export(
-            _interaction("a"),
-            [
-                MetricResult.ok("context_precision", min(1.0, max(0.0, value)), judge="j"),
-                MetricResult.skipped("faithfulness", "no_claims"),
-                MetricResult.error("answer_relevancy", "timeout"),
-            ],
+        asyncio.run(
+            aggregator.export(
+                _interaction("a"),
+                [
+                    MetricResult.ok("context_precision", min(1.0, max(0.0, value)), judge="j"),
+                    MetricResult.skipped("faithfulness", "no_claims"),
+                    MetricResult.error("answer_relevancy", "timeout"),
+                ],
+            )
         )
     labels = {"service": "svc", "route": "a", "metric": "context_precision"}
     assert registry.get_sample_value("ragpulse_drift_detected", labels) == 1.0
@@ -85,6 +88,8 @@ def test_aggregator_exports_gauges_and_ignores_undefined_scores() -> None:
     # Series are bounded: a third route evicts the least recently updated one.
     for route in ("b", "c"):
         for _ in range(SMALL.baseline_size + 1):
-            aggregator.export(_interaction(route), [MetricResult.ok("context_precision", 0.7, judge="j")])
+            asyncio.run(
+                aggregator.export(_interaction(route), [MetricResult.ok("context_precision", 0.7, judge="j")])
+            )
     assert registry.get_sample_value("ragpulse_drift_score", labels) is None
     assert registry.get_sample_value("ragpulse_drift_score", {**labels, "route": "c"}) == 0.0
