@@ -66,6 +66,7 @@ class DriftDetector:
         self._cusum = 0.0
         self._window: deque[float] = deque(maxlen=self.config.window)
         self._window_sum = 0.0
+        self._window_squares = 0.0
 
     @property
     def baseline_ready(self) -> bool:
@@ -86,9 +87,12 @@ class DriftDetector:
             return DriftState(False, 0.0, False, None, None, None)
 
         if len(self._window) == self._window.maxlen:
-            self._window_sum -= self._window[0]
+            oldest = self._window[0]
+            self._window_sum -= oldest
+            self._window_squares -= oldest * oldest
         self._window.append(value)
         self._window_sum += value
+        self._window_squares += value * value
 
         sigma = self._sigma()
         z = (self._mean - value) / sigma
@@ -105,7 +109,9 @@ class DriftDetector:
         window_mean = self._window_sum / len(self._window)
         p_value = None
         if len(self._window) >= 2:
-            window_var = sum((x - window_mean) ** 2 for x in self._window) / (len(self._window) - 1)
+            n = len(self._window)
+            # Running sums keep each update O(1); clamp the rounding error of the subtraction.
+            window_var = max(0.0, (self._window_squares - n * window_mean * window_mean) / (n - 1))
             standard_error = math.sqrt(
                 sigma**2 / config.baseline_size + max(window_var, config.min_sigma**2) / len(self._window)
             )
