@@ -15,16 +15,13 @@ from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry
 
-from agent.config import ConfigError, Settings
+from agent.config import Settings
 from agent.evaluate import Evaluator
 from agent.exporters.base import Exporter
 from agent.exporters.prometheus import MetricsServer, PrometheusExporter
-from agent.judges.base import Judge
-from agent.judges.cache import CachedJudge, MemoryVerdictCache
-from agent.judges.instrumented import InstrumentedJudge
-from agent.judges.local import LexicalJudge
+from agent.judges.factory import build_judge
 from agent.labels import LabelLimiter
-from agent.metrics import STREAMING_METRICS
+from agent.metrics import METRICS
 from agent.model import RagInteraction
 from agent.otlp.assemble import Assembler, Assembly, Labeller, SingleSpanAssembler
 from agent.otlp.conventions.openinference import OpenInference
@@ -160,16 +157,6 @@ class Agent:
         await self.metrics_server.shutdown(timeout)
 
 
-def build_judge(settings: Settings, telemetry: Telemetry) -> Judge:
-    if not settings.judge_is_local:
-        raise ConfigError(
-            f"judge_model {settings.judge_model!r}: only the local 'lexical' judge is available"
-        )
-    judge: Judge = InstrumentedJudge(LexicalJudge(), telemetry)
-    cache = MemoryVerdictCache(settings.cache_max_entries)
-    return CachedJudge(judge, cache, telemetry)
-
-
 def build_agent(settings: Settings, registry: CollectorRegistry | None = None) -> Agent:
     telemetry = Telemetry(registry if registry is not None else CollectorRegistry())
     labeller = Labeller(
@@ -180,9 +167,7 @@ def build_agent(settings: Settings, registry: CollectorRegistry | None = None) -
     pipeline = Pipeline(
         assembler=SingleSpanAssembler([OpenInference()], labeller),
         sampler=TraceIdRatioSampler(settings.sample_rate),
-        evaluator=Evaluator(
-            [STREAMING_METRICS[name]() for name in settings.metrics], build_judge(settings, telemetry)
-        ),
+        evaluator=Evaluator([METRICS[name]() for name in settings.metrics], build_judge(settings, telemetry)),
         exporters=[PrometheusExporter(telemetry)],
         telemetry=telemetry,
         max_pending=settings.max_pending,
