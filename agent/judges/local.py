@@ -35,18 +35,31 @@ STOPWORDS = frozenset(
     what when where which while who whom why will with would you your yours yourself yourselves
     """.split()  # noqa: SIM905
 )
-# Capitalised words that are not names: sentence openers and discourse words.
-_NOT_NAMES = STOPWORDS | {"however", "yes", "according", "based", "overall", "additionally", "therefore"}
+# List markers and source references carry numbers that are no claim: "2.", "Passage 3".
+_ENUMERATOR = re.compile(r"^\s*(?:\(?\d{1,2}[.)]|[-*•#]+)(?:\s+|$)")
+_REFERENCE = re.compile(
+    r"\b(?:passages?|steps?|documents?|sources?|chunks?)\s+\d+(?:\s*(?:,|and|&)\s*\d+)*", re.I
+)
 
 
 def _fold(token: str) -> str:
-    if len(token) > 4 and token.endswith("s") and not token.endswith("ss"):
-        return token[:-1]
+    """A light suffix fold so that 'cooking' meets 'cook' and 'steaks' meets 'steak'."""
+    for suffix, min_len in (("ing", 6), ("ed", 5), ("ly", 5), ("es", 5), ("s", 4)):
+        if len(token) >= min_len and token.endswith(suffix) and not token.endswith("ss"):
+            return token[: -len(suffix)]
     return token
 
 
+# Words a response uses to talk about its sources or itself, not about the world.
+_META_WORDS = """
+    passage passages provided given based answer answers question questions information context
+    unable mention mentioned mentions hope helps let know note according summary overall
+    """.split()  # noqa: SIM905
+META_WORDS = frozenset(map(_fold, _META_WORDS))
+
+
 def content_words(text: str) -> set[str]:
-    """Lowercased word tokens minus stopwords, with a light plural/suffix fold."""
+    """Lowercased word tokens minus stopwords, with a light suffix fold."""
     return {_fold(t) for t in _WORD.findall(text.lower()) if t not in STOPWORDS}
 
 
@@ -55,17 +68,22 @@ def sentences(text: str) -> list[str]:
 
 
 def numbers(text: str) -> set[str]:
-    """Numbers as written, without thousands separators: '1,000' and '1000' are the same."""
+    """Numbers as written, without thousands separators ('1,000' is '1000'), minus source and
+    step references ('Passage 2', 'steps 4 and 5') and list markers."""
+    text = _REFERENCE.sub(" ", _ENUMERATOR.sub("", text))
     return {n.replace(",", "").rstrip(".") for n in _NUMBER.findall(text)}
 
 
 def names(text: str) -> set[str]:
-    """Capitalised words that are not sentence-initial function words, lowercased."""
+    """Capitalised words inside a sentence (not its first word), folded: likely proper names."""
     found = set()
-    for match in _NAME.finditer(text):
-        word = match.group().lower()
-        if word not in _NOT_NAMES:
-            found.add(_fold(word))
+    for sentence in sentences(text):
+        body = _ENUMERATOR.sub("", sentence)
+        for clause in re.split(r"[:;]\s*", body):
+            for match in list(_NAME.finditer(clause))[1:] if clause[:1].isupper() else _NAME.finditer(clause):
+                word = match.group().lower()
+                if word not in STOPWORDS and word not in META_WORDS:
+                    found.add(_fold(word))
     return found
 
 
@@ -80,7 +98,7 @@ def support_score(claim: str, evidence: str) -> float:
     number the claim states must appear in the evidence, and each name it uses that the evidence
     lacks halves the score. A claim can reuse the evidence's vocabulary and still swap a date.
     """
-    claim_words = content_words(claim)
+    claim_words = content_words(_REFERENCE.sub(" ", claim)) - META_WORDS
     if not claim_words:
         return 1.0  # nothing checkable ("Yes.", "I don't know.") asserts nothing unsupported
     evidence_words = content_words(evidence)
@@ -94,8 +112,15 @@ def support_score(claim: str, evidence: str) -> float:
 
 
 def claims(text: str) -> list[str]:
-    """A text's claims: its sentences that carry at least one content word."""
-    return [s for s in sentences(text) if content_words(s)]
+    """A text's claims: its sentences, without list markers, that say something about the world
+    (at least one content word that is not about the sources: "Based on the passages, ..." and
+    "Unable to answer based on given passages." are no claims)."""
+    found = []
+    for sentence in sentences(text):
+        body = _ENUMERATOR.sub("", sentence).strip()
+        if content_words(_REFERENCE.sub(" ", body)) - META_WORDS:
+            found.append(body)
+    return found
 
 
 def _verdict(score: float, threshold: float) -> Verdict:
