@@ -93,12 +93,33 @@ class Settings(BaseModel):
     judge_api_base: str | None = Field(None, description="Base URL of an OpenAI-compatible judge.")
     judge_api_key: SecretStr | None = Field(None, description="API key passed to the judge.")
     judge_timeout_seconds: float = Field(30.0, gt=0, description="Timeout of one judge call.")
+    judge_max_retries: int = Field(
+        3, ge=0, description="Retries of a judge call after 429 / 5xx / timeout (never after other errors)."
+    )
+    judge_retry_max_elapsed_seconds: float = Field(
+        60.0, gt=0, description="Cap on the time one judge question may spend retrying."
+    )
+    judge_breaker_failures: int = Field(
+        5, gt=0, description="Consecutive failed judge calls that open the circuit breaker."
+    )
+    judge_breaker_cooldown_seconds: float = Field(
+        30.0, gt=0, description="How long an open breaker refuses calls before one probe call."
+    )
+    judge_max_concurrency: int = Field(16, gt=0, description="Judge calls in flight at once.")
+    judge_structured_output: Literal["auto", "json_schema", "json_object", "off"] = Field(
+        "auto",
+        description="Response format asked of the judge; auto: JSON schema where litellm says the "
+        "model supports it, else JSON mode.",
+    )
 
     redis_url: str | None = Field(
         None, description="redis://... for the shared verdict cache; unset = in-process LRU."
     )
     cache_ttl_seconds: int = Field(7 * 24 * 3600, gt=0, description="Lifetime of a cached verdict.")
     cache_max_entries: int = Field(100_000, gt=0, description="Size of the in-process LRU cache.")
+    cache_key_prefix: str = Field(
+        "ragpulse:v1:verdict:", min_length=1, description="Prefix of verdict keys in Redis."
+    )
 
     metrics: tuple[str, ...] = Field(
         ("context_precision",), min_length=1, description="Metrics scored on sampled interactions."
@@ -155,11 +176,11 @@ class Settings(BaseModel):
     @field_validator("metrics")
     @classmethod
     def _known_metrics(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        from agent.metrics import STREAMING_METRICS
+        from agent.metrics import METRICS
 
-        unknown = [name for name in value if name not in STREAMING_METRICS]
+        unknown = [name for name in value if name not in METRICS]
         if unknown:
-            raise ValueError(f"unknown metric(s) {unknown}; choose from {sorted(STREAMING_METRICS)}")
+            raise ValueError(f"unknown metric(s) {unknown}; choose from {sorted(METRICS)}")
         return value
 
     @field_validator("sample_rates")

@@ -22,18 +22,15 @@ from prometheus_client import CollectorRegistry
 
 from agent.aggregate import DriftAggregator
 from agent.budget import BudgetController, MemoryLedger, RedisLedger, SpendLedger
-from agent.config import ConfigError, Settings
+from agent.config import Settings
 from agent.drift import DriftConfig
 from agent.evaluate import Evaluator
 from agent.exporters.base import Exporter
 from agent.exporters.prometheus import MetricsServer, PrometheusExporter
 from agent.idempotency import Claim, IdempotencyStore, MemoryIdempotency, RedisIdempotency
-from agent.judges.base import Judge
-from agent.judges.cache import CachedJudge, MemoryVerdictCache
-from agent.judges.instrumented import InstrumentedJudge
-from agent.judges.local import LexicalJudge
+from agent.judges.factory import build_judge
 from agent.labels import LabelLimiter
-from agent.metrics import STREAMING_METRICS
+from agent.metrics import METRICS
 from agent.model import RagInteraction
 from agent.otlp.assemble import Assembler, Assembly, Labeller, SingleSpanAssembler
 from agent.otlp.conventions.openinference import OpenInference
@@ -260,16 +257,6 @@ class Agent:
             await self.redis.aclose()
 
 
-def build_judge(settings: Settings, telemetry: Telemetry) -> Judge:
-    if not settings.judge_is_local:
-        raise ConfigError(
-            f"judge_model {settings.judge_model!r}: only the local 'lexical' judge is available"
-        )
-    judge: Judge = InstrumentedJudge(LexicalJudge(), telemetry)
-    cache = MemoryVerdictCache(settings.cache_max_entries)
-    return CachedJudge(judge, cache, telemetry)
-
-
 def drift_config(settings: Settings) -> DriftConfig:
     return DriftConfig(
         baseline_size=settings.drift_baseline_size,
@@ -342,9 +329,9 @@ def build_agent(settings: Settings, registry: CollectorRegistry | None = None) -
     idempotency: IdempotencyStore
     ledger: SpendLedger
     if settings.redis_url:
-        import redis.asyncio
+        from agent.judges.redis_cache import redis_client
 
-        redis = redis.asyncio.Redis.from_url(settings.redis_url)
+        redis = redis_client(settings.redis_url)
         idempotency = RedisIdempotency(
             redis, owner, settings.idempotency_lease_seconds, settings.idempotency_ttl_seconds
         )
@@ -373,9 +360,7 @@ def build_agent(settings: Settings, registry: CollectorRegistry | None = None) -
     pipeline = Pipeline(
         assembler=SingleSpanAssembler([OpenInference()], labeller),
         sampler=sampler,
-        evaluator=Evaluator(
-            [STREAMING_METRICS[name]() for name in settings.metrics], build_judge(settings, telemetry)
-        ),
+        evaluator=Evaluator([METRICS[name]() for name in settings.metrics], build_judge(settings, telemetry)),
         exporters=build_exporters(settings, telemetry),
         telemetry=telemetry,
         max_pending=settings.max_pending,

@@ -128,6 +128,18 @@ class Telemetry:
         self.idempotency_errors = Counter(
             "ragpulse_idempotency_errors", "Failed reads or writes of idempotency keys.", registry=registry
         )
+        self.judge_unpriced_calls = Counter(
+            "ragpulse_judge_unpriced_calls",
+            "Judge calls litellm has no price for (their cost is not in ragpulse_judge_cost_usd).",
+            ["model"],
+            registry=registry,
+        )
+        self.judge_cache_errors = Counter(
+            "ragpulse_judge_cache_errors",
+            "Verdict-cache operations that failed (Redis down); evaluation continued uncached.",
+            ["operation"],
+            registry=registry,
+        )
         self.queue_depth = Gauge(
             "ragpulse_evaluation_queue_depth", "Interactions waiting for evaluation.", registry=registry
         )
@@ -156,3 +168,18 @@ class Telemetry:
     def misses(self, n: int) -> None:
         if n:
             self.judge_cache_misses.inc(n)
+
+    # UsageSink, for LLMJudge
+    def record_usage(
+        self, model: str, prompt_tokens: int, completion_tokens: int, cost_usd: float | None
+    ) -> None:
+        self.judge_tokens.labels(model, "prompt").inc(prompt_tokens)
+        self.judge_tokens.labels(model, "completion").inc(completion_tokens)
+        if cost_usd is None:
+            self.judge_unpriced_calls.labels(model).inc()
+        else:
+            self.judge_cost.labels(model).inc(cost_usd)
+
+    # ErrorCounter, for RedisVerdictCache
+    def cache_error(self, operation: str) -> None:
+        self.judge_cache_errors.labels(operation).inc()

@@ -1,19 +1,35 @@
-"""The Judge contract: typed questions in, one Verdict per item out.
+"""The Judge contract: typed questions in, typed verdicts out; metrics never see prompts.
 
 A judge answers every item of a question in one go (all chunks of an interaction at once), so an
-LLM judge can make one call per question kind instead of one per chunk. A judge that cannot
-answer raises JudgeError; it never makes up a verdict.
+LLM judge makes one call per question, not one per chunk. Questions that read the same text are
+fused so that the four reference-free metrics cost two calls per interaction:
+
+- `assess_chunks`: per chunk, was it useful for the answer, and which of its statements are
+  relevant to the query (context precision and context relevancy).
+- `check_response`: the response's claims, each checked for support by the chunks and for
+  relevance to the query (faithfulness and answer relevancy).
+- `check_reference`: the reference's claims, each checked for attribution to the chunks
+  (context recall).
+- `compare_answers`: the response's claims checked against the reference and the reference's
+  claims checked against the response (answer correctness).
+
+A judge that cannot answer raises JudgeError; it never makes up a verdict.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from agent.model import Verdict
 
-# Question kinds; they are part of every cache key and of every prompt file name.
-CHUNK_USEFULNESS = "chunk_usefulness"
+# Question kinds; they are part of every cache key and name the prompt files.
+ASSESS_CHUNKS = "assess_chunks"
+CHECK_RESPONSE = "check_response"
+CHECK_REFERENCE = "check_reference"
+COMPARE_ANSWERS = "compare_answers"
+QUESTION_KINDS = (ASSESS_CHUNKS, CHECK_RESPONSE, CHECK_REFERENCE, COMPARE_ANSWERS)
 
 
 class JudgeError(RuntimeError):
@@ -22,6 +38,40 @@ class JudgeError(RuntimeError):
     def __init__(self, message: str, *, retryable: bool = False) -> None:
         super().__init__(message)
         self.retryable = retryable
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkAssessment:
+    """What a judge says about one retrieved chunk.
+
+    `useful`: was the chunk useful in arriving at the answer (None when no answer was given).
+    `relevant_statements` of the chunk's `statements` (sentences) are relevant to the query;
+    `relevance` sums that up as a verdict (any relevant statement) with the share as its score.
+    """
+
+    useful: Verdict | None
+    relevance: Verdict
+    statements: int
+    relevant_statements: int
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimVerdict:
+    """One claim of a text: `supported` by the evidence it was checked against, and `relevant`
+    to the query (None when the question did not ask)."""
+
+    supported: Verdict
+    relevant: Verdict | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerComparison:
+    """Claims of the response checked against the reference, and claims of the reference
+    checked against the response (the true positives, false positives and false negatives of
+    answer correctness)."""
+
+    response_claims: tuple[Verdict, ...]
+    reference_claims: tuple[Verdict, ...]
 
 
 class Judge(Protocol):
@@ -36,6 +86,29 @@ class Judge(Protocol):
         """Version of the instructions used for a question kind; part of the cache key."""
         ...
 
-    async def chunk_usefulness(self, query: str, response: str, chunks: Sequence[str]) -> list[Verdict]:
-        """For each chunk: was it useful in arriving at `response` to `query`? One verdict per chunk."""
+    async def assess_chunks(
+        self, query: str, answer: str | None, chunks: Sequence[str]
+    ) -> list[ChunkAssessment]:
+        """One assessment per chunk, in order: usefulness for `answer` (the response, or the
+        reference when one is known) and statement-level relevance to `query`."""
+        ...
+
+    async def check_response(self, query: str, response: str, chunks: Sequence[str]) -> list[ClaimVerdict]:
+        """The response's claims, each with support by `chunks` (any of them) and relevance to
+        `query`. An empty list means the response makes no claim."""
+        ...
+
+    async def check_reference(self, reference: str, chunks: Sequence[str]) -> list[Verdict]:
+        """The reference's claims, each: can it be attributed to `chunks`?"""
+        ...
+
+    async def compare_answers(self, query: str, response: str, reference: str) -> AnswerComparison:
+        """Claims of `response` supported by `reference`, and claims of `reference` covered by
+        `response`."""
+        ...
+
+
+class HealthReporter(Protocol):
+    def healthy(self) -> bool:
+        """False while the judge refuses calls (an open circuit breaker)."""
         ...

@@ -1,27 +1,48 @@
 """Verdict cache: remember each verdict so that a repeated question never reaches the judge twice.
 
-Keys are verdict-level, `sha256(judge model, prompt version, question kind, normalised inputs)`,
-so a query that comes back with one new chunk costs one verdict, not a whole call. The cache holds
-hashes and verdicts only, never the text that was judged.
+Keys are `sha256(judge model, prompt version, question kind, normalised inputs)`. Chunk
+assessments are cached per chunk (usefulness and relevance under separate keys), so a query that
+comes back with one new chunk costs one chunk's verdicts, not a whole call; claim checks are
+cached per (response, chunks). The cache holds hashes and encoded verdicts only, never the text
+that was judged.
+
+`CachedJudge` also merges identical questions asked concurrently (single flight): context
+precision and context relevancy ask the same `assess_chunks` question, and share one answer.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
-from typing import Protocol
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Protocol, TypeVar
 
-from agent.judges.base import CHUNK_USEFULNESS, Judge
+from agent.judges.base import (
+    ASSESS_CHUNKS,
+    CHECK_REFERENCE,
+    CHECK_RESPONSE,
+    COMPARE_ANSWERS,
+    AnswerComparison,
+    ChunkAssessment,
+    ClaimVerdict,
+    Judge,
+)
 from agent.model import Verdict
+
+T = TypeVar("T")
 
 
 class VerdictCache(Protocol):
-    async def get_many(self, keys: Sequence[str]) -> list[Verdict | None]:
-        """One lookup for a whole batch; None where the key is missing."""
+    """A store of encoded verdicts by key."""
+
+    async def get_many(self, keys: Sequence[str]) -> list[str | None]:
+        """One lookup for a whole batch; None where the key is missing (or the store is down)."""
         ...
 
-    async def set_many(self, verdicts: Mapping[str, Verdict]) -> None: ...
+    async def set_many(self, values: Mapping[str, str]) -> None:
+        """Store a batch; a store that is down drops it (the judge's answer is still returned)."""
+        ...
 
 
 def _normalise(text: str) -> str:
@@ -38,6 +59,9 @@ def verdict_key(model: str, prompt_version: str, kind: str, *inputs: str) -> str
     return digest.hexdigest()
 
 
+# -- Encoding: numbers only, no text ------------------------------------------------------------
+
+
 def encode_verdict(verdict: Verdict) -> str:
     score = "" if verdict.score is None else repr(verdict.score)
     return f"{int(verdict.value)}|{score}"
@@ -49,28 +73,72 @@ def decode_verdict(raw: str | bytes) -> Verdict:
     return Verdict(value == "1", float(score) if score else None)
 
 
+def _encode_list(verdicts: Sequence[Verdict]) -> str:
+    # A leading '#' keeps an empty list distinct from a missing value.
+    return "#" + ";".join(encode_verdict(v) for v in verdicts)
+
+
+def _decode_list(raw: str) -> list[Verdict]:
+    body = raw[1:]
+    return [decode_verdict(part) for part in body.split(";")] if body else []
+
+
+def encode_relevance(assessment: ChunkAssessment) -> str:
+    r = assessment.relevance
+    return f"{encode_verdict(r)}|{assessment.statements}|{assessment.relevant_statements}"
+
+
+def decode_relevance(raw: str) -> tuple[Verdict, int, int]:
+    value, score, statements, relevant = raw.split("|")
+    return decode_verdict(f"{value}|{score}"), int(statements), int(relevant)
+
+
+def encode_claims(claims: Sequence[ClaimVerdict]) -> str:
+    parts = [
+        encode_verdict(c.supported) + "/" + ("" if c.relevant is None else encode_verdict(c.relevant))
+        for c in claims
+    ]
+    return "#" + ";".join(parts)
+
+
+def decode_claims(raw: str) -> list[ClaimVerdict]:
+    body = raw[1:]
+    claims = []
+    for part in body.split(";") if body else []:
+        supported, _, relevant = part.partition("/")
+        claims.append(ClaimVerdict(decode_verdict(supported), decode_verdict(relevant) if relevant else None))
+    return claims
+
+
+def _text(raw: str | bytes) -> str:
+    return raw.decode() if isinstance(raw, bytes) else raw
+
+
+# -- Stores --------------------------------------------------------------------------------------
+
+
 class MemoryVerdictCache:
     """A bounded in-process LRU; the embedded default when no Redis is configured."""
 
     def __init__(self, max_entries: int) -> None:
         self._max_entries = max_entries
-        self._entries: OrderedDict[str, Verdict] = OrderedDict()
+        self._entries: OrderedDict[str, str] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._entries)
 
-    async def get_many(self, keys: Sequence[str]) -> list[Verdict | None]:
-        found: list[Verdict | None] = []
+    async def get_many(self, keys: Sequence[str]) -> list[str | None]:
+        found: list[str | None] = []
         for key in keys:
-            verdict = self._entries.get(key)
-            if verdict is not None:
+            value = self._entries.get(key)
+            if value is not None:
                 self._entries.move_to_end(key)
-            found.append(verdict)
+            found.append(value)
         return found
 
-    async def set_many(self, verdicts: Mapping[str, Verdict]) -> None:
-        for key, verdict in verdicts.items():
-            self._entries[key] = verdict
+    async def set_many(self, values: Mapping[str, str]) -> None:
+        for key, value in values.items():
+            self._entries[key] = value
             self._entries.move_to_end(key)
         while len(self._entries) > self._max_entries:
             self._entries.popitem(last=False)
@@ -83,32 +151,139 @@ class CacheStats(Protocol):
 
 
 class CachedJudge:
-    """A Judge that asks its inner judge only about the items the cache does not know."""
+    """A Judge that asks its inner judge only about what the cache does not know."""
 
     def __init__(self, inner: Judge, cache: VerdictCache, stats: CacheStats) -> None:
         self._inner = inner
         self._cache = cache
         self._stats = stats
+        self._in_flight: dict[str, asyncio.Future[object]] = {}
 
     @property
     def model(self) -> str:
         return self._inner.model
 
+    @property
+    def inner(self) -> Judge:
+        return self._inner
+
     def prompt_version(self, kind: str) -> str:
         return self._inner.prompt_version(kind)
 
-    async def chunk_usefulness(self, query: str, response: str, chunks: Sequence[str]) -> list[Verdict]:
-        version = self.prompt_version(CHUNK_USEFULNESS)
-        keys = [verdict_key(self.model, version, CHUNK_USEFULNESS, query, response, c) for c in chunks]
-        cached = await self._cache.get_many(keys)
-        missing = [i for i, verdict in enumerate(cached) if verdict is None]
-        self._stats.hits(len(keys) - len(missing))
-        self._stats.misses(len(missing))
-        if not missing:
-            return [v for v in cached if v is not None]
-        fresh = await self._inner.chunk_usefulness(query, response, [chunks[i] for i in missing])
-        await self._cache.set_many({keys[i]: v for i, v in zip(missing, fresh, strict=True)})
-        merged = list(cached)
-        for i, verdict in zip(missing, fresh, strict=True):
-            merged[i] = verdict
-        return [v for v in merged if v is not None]
+    def healthy(self) -> bool:
+        healthy = getattr(self._inner, "healthy", None)
+        return healthy() if callable(healthy) else True
+
+    def _key(self, kind: str, *inputs: str) -> str:
+        return verdict_key(self.model, self.prompt_version(kind), kind, *inputs)
+
+    async def _single_flight(self, key: str, answer: Callable[[], Awaitable[T]]) -> T:
+        """Run `answer` once for concurrent callers asking the same question."""
+        pending = self._in_flight.get(key)
+        if pending is not None:
+            return await asyncio.shield(pending)  # type: ignore[return-value]
+        future: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+        self._in_flight[key] = future
+        try:
+            result = await answer()
+        except asyncio.CancelledError:
+            future.cancel()
+            raise
+        except BaseException as exc:
+            future.set_exception(exc)
+            # Retrieve it so that a failure nobody else awaited is not logged as "never retrieved".
+            future.exception()
+            raise
+        else:
+            future.set_result(result)
+            return result
+        finally:
+            del self._in_flight[key]
+
+    async def _lookup(self, keys: Sequence[str]) -> list[str | None]:
+        found = await self._cache.get_many(keys)
+        return [None if value is None else _text(value) for value in found]
+
+    def _count(self, items: int, missing: int) -> None:
+        # Hits and misses count items (a chunk, a response's claims), not keys.
+        self._stats.hits(items - missing)
+        self._stats.misses(missing)
+
+    # -- Questions -------------------------------------------------------------------------------
+
+    async def assess_chunks(
+        self, query: str, answer: str | None, chunks: Sequence[str]
+    ) -> list[ChunkAssessment]:
+        flight = self._key(ASSESS_CHUNKS, "flight", query, answer or "\0", *chunks)
+        return await self._single_flight(flight, lambda: self._assess_chunks(query, answer, chunks))
+
+    async def _assess_chunks(
+        self, query: str, answer: str | None, chunks: Sequence[str]
+    ) -> list[ChunkAssessment]:
+        relevance_keys = [self._key(ASSESS_CHUNKS, "relevance", query, c) for c in chunks]
+        useful_keys = (
+            [] if answer is None else [self._key(ASSESS_CHUNKS, "useful", query, answer, c) for c in chunks]
+        )
+        found = await self._lookup(relevance_keys + useful_keys)
+        relevance, useful = found[: len(chunks)], found[len(chunks) :]
+        missing = [
+            i
+            for i in range(len(chunks))
+            if relevance[i] is None or (answer is not None and useful[i] is None)
+        ]
+        self._count(len(chunks), len(missing))
+        fresh: dict[int, ChunkAssessment] = {}
+        if missing:
+            answered = await self._inner.assess_chunks(query, answer, [chunks[i] for i in missing])
+            fresh = dict(zip(missing, answered, strict=True))
+            to_store = {relevance_keys[i]: encode_relevance(a) for i, a in fresh.items()}
+            if answer is not None:
+                to_store |= {useful_keys[i]: encode_verdict(a.useful) for i, a in fresh.items() if a.useful}
+            await self._cache.set_many(to_store)
+        assessed = []
+        for i in range(len(chunks)):
+            if i in fresh:
+                assessed.append(fresh[i])
+                continue
+            verdict, statements, relevant = decode_relevance(relevance[i])  # type: ignore[arg-type]
+            usefulness = None if answer is None else decode_verdict(useful[i])  # type: ignore[arg-type]
+            assessed.append(ChunkAssessment(usefulness, verdict, statements, relevant))
+        return assessed
+
+    async def _whole(self, key: str, decode: Callable[[str], T], encode: Callable[[T], str], ask) -> T:  # type: ignore[no-untyped-def]
+        async def answer() -> T:
+            (cached,) = await self._lookup([key])
+            self._count(1, cached is None)
+            if cached is not None:
+                return decode(cached)
+            result = await ask()
+            await self._cache.set_many({key: encode(result)})
+            return result
+
+        return await self._single_flight(key, answer)
+
+    async def check_response(self, query: str, response: str, chunks: Sequence[str]) -> list[ClaimVerdict]:
+        key = self._key(CHECK_RESPONSE, query, response, *chunks)
+        return await self._whole(
+            key, decode_claims, encode_claims, lambda: self._inner.check_response(query, response, chunks)
+        )
+
+    async def check_reference(self, reference: str, chunks: Sequence[str]) -> list[Verdict]:
+        key = self._key(CHECK_REFERENCE, reference, *chunks)
+        return await self._whole(
+            key, _decode_list, _encode_list, lambda: self._inner.check_reference(reference, chunks)
+        )
+
+    async def compare_answers(self, query: str, response: str, reference: str) -> AnswerComparison:
+        key = self._key(COMPARE_ANSWERS, query, response, reference)
+
+        def encode(c: AnswerComparison) -> str:
+            return _encode_list(c.response_claims) + "&" + _encode_list(c.reference_claims)
+
+        def decode(raw: str) -> AnswerComparison:
+            left, _, right = raw.partition("&")
+            return AnswerComparison(tuple(_decode_list(left)), tuple(_decode_list(right)))
+
+        return await self._whole(
+            key, decode, encode, lambda: self._inner.compare_answers(query, response, reference)
+        )

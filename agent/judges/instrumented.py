@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
+from typing import TypeVar
 
-from agent.judges.base import Judge, JudgeError
+from agent.judges.base import AnswerComparison, ChunkAssessment, ClaimVerdict, Judge, JudgeError
 from agent.model import Verdict
 from agent.telemetry import Telemetry
+
+T = TypeVar("T")
 
 
 class InstrumentedJudge:
@@ -23,14 +26,32 @@ class InstrumentedJudge:
     def prompt_version(self, kind: str) -> str:
         return self._inner.prompt_version(kind)
 
-    async def chunk_usefulness(self, query: str, response: str, chunks: Sequence[str]) -> list[Verdict]:
+    def healthy(self) -> bool:
+        healthy = getattr(self._inner, "healthy", None)
+        return healthy() if callable(healthy) else True
+
+    async def _measure(self, call: Awaitable[T]) -> T:
         started = time.perf_counter()
         try:
-            verdicts = await self._inner.chunk_usefulness(query, response, chunks)
+            result = await call
         except JudgeError:
             self._requests.labels(self.model, "error").inc()
             raise
         finally:
             self._latency.observe(time.perf_counter() - started)
         self._requests.labels(self.model, "ok").inc()
-        return verdicts
+        return result
+
+    async def assess_chunks(
+        self, query: str, answer: str | None, chunks: Sequence[str]
+    ) -> list[ChunkAssessment]:
+        return await self._measure(self._inner.assess_chunks(query, answer, chunks))
+
+    async def check_response(self, query: str, response: str, chunks: Sequence[str]) -> list[ClaimVerdict]:
+        return await self._measure(self._inner.check_response(query, response, chunks))
+
+    async def check_reference(self, reference: str, chunks: Sequence[str]) -> list[Verdict]:
+        return await self._measure(self._inner.check_reference(reference, chunks))
+
+    async def compare_answers(self, query: str, response: str, reference: str) -> AnswerComparison:
+        return await self._measure(self._inner.compare_answers(query, response, reference))

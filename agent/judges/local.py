@@ -1,8 +1,13 @@
 """Local judges: no network, no model download, cheap enough to run on every sampled span.
 
-`LexicalJudge` decides by content-word overlap. It is a baseline with known limits: it cannot see
-paraphrase, and a chunk that repeats the response's words is "useful" even if the model ignored
-it.
+`LexicalJudge` decides by content-word overlap plus claim-level checks of the specifics a
+hallucination usually gets wrong: numbers, dates and names that the evidence does not contain.
+It is a baseline with known limits: it cannot see paraphrase, and a chunk that repeats the
+response's words is "useful" even if the model ignored it. docs/judges.md gives its measured
+agreement with human labels.
+
+The module-level functions are pure and synchronous, so the test LLM server can compute the
+same verdicts from a prompt's fenced text.
 """
 
 from __future__ import annotations
@@ -10,10 +15,14 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from agent.judges.base import AnswerComparison, ChunkAssessment, ClaimVerdict
 from agent.model import Verdict
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
-_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+# A sentence ends at . ! ? followed by space (not inside "3.5" or "e.g."-like tokens), or a newline.
+_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])|\n+")
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_NAME = re.compile(r"\b[A-Z][a-zA-Z]+(?:[-'][A-Za-z]+)*")
 # Function words carry no evidence of where an answer came from.
 STOPWORDS = frozenset(
     """
@@ -26,44 +35,191 @@ STOPWORDS = frozenset(
     what when where which while who whom why will with would you your yours yourself yourselves
     """.split()  # noqa: SIM905
 )
+# List markers and source references carry numbers that are no claim: "2.", "Passage 3".
+_ENUMERATOR = re.compile(r"^\s*(?:\(?\d{1,2}[.)]|[-*•#]+)(?:\s+|$)")
+_REFERENCE = re.compile(
+    r"\b(?:passages?|steps?|documents?|sources?|chunks?)\s+\d+(?:\s*(?:,|and|&)\s*\d+)*", re.I
+)
+
+
+def _fold(token: str) -> str:
+    """A light suffix fold so that 'cooking' meets 'cook' and 'steaks' meets 'steak'."""
+    for suffix, min_len in (("ing", 6), ("ed", 5), ("ly", 5), ("es", 5), ("s", 4)):
+        if len(token) >= min_len and token.endswith(suffix) and not token.endswith("ss"):
+            return token[: -len(suffix)]
+    return token
+
+
+# Words a response uses to talk about its sources or itself, not about the world.
+_META_WORDS = """
+    passage passages provided given based answer answers question questions information context
+    unable mention mentioned mentions hope helps let know note according summary overall
+    """.split()  # noqa: SIM905
+META_WORDS = frozenset(map(_fold, _META_WORDS))
 
 
 def content_words(text: str) -> set[str]:
-    """Lowercased word tokens minus stopwords, with a light plural/suffix fold."""
-    words = set()
-    for token in _WORD.findall(text.lower()):
-        if token in STOPWORDS:
-            continue
-        if len(token) > 4 and token.endswith("s") and not token.endswith("ss"):
-            token = token[:-1]
-        words.add(token)
-    return words
+    """Lowercased word tokens minus stopwords, with a light suffix fold."""
+    return {_fold(t) for t in _WORD.findall(text.lower()) if t not in STOPWORDS}
 
 
 def sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE.split(text) if s.strip()]
 
 
-class LexicalJudge:
-    """Judges by lexical overlap.
+def numbers(text: str) -> set[str]:
+    """Numbers as written, without thousands separators ('1,000' is '1000'), minus source and
+    step references ('Passage 2', 'steps 4 and 5') and list markers."""
+    text = _REFERENCE.sub(" ", _ENUMERATOR.sub("", text))
+    return {n.replace(",", "").rstrip(".") for n in _NUMBER.findall(text)}
 
-    Chunk usefulness: the score is the largest share of one response sentence's content words
-    found in the chunk; a chunk is useful when that share reaches `usefulness_threshold`.
+
+def names(text: str) -> set[str]:
+    """Capitalised words inside a sentence (not its first word), folded: likely proper names."""
+    found = set()
+    for sentence in sentences(text):
+        body = _ENUMERATOR.sub("", sentence)
+        for clause in re.split(r"[:;]\s*", body):
+            for match in list(_NAME.finditer(clause))[1:] if clause[:1].isupper() else _NAME.finditer(clause):
+                word = match.group().lower()
+                if word not in STOPWORDS and word not in META_WORDS:
+                    found.add(_fold(word))
+    return found
+
+
+def coverage(claim_words: set[str], evidence_words: set[str]) -> float:
+    return len(claim_words & evidence_words) / len(claim_words) if claim_words else 0.0
+
+
+def support_score(claim: str, evidence: str) -> float:
+    """How well `evidence` supports `claim`, in [0, 1].
+
+    The share of the claim's content words found in the evidence, capped by the specifics: every
+    number the claim states must appear in the evidence, and each name it uses that the evidence
+    lacks halves the score. A claim can reuse the evidence's vocabulary and still swap a date.
+    """
+    claim_words = content_words(_REFERENCE.sub(" ", claim)) - META_WORDS
+    if not claim_words:
+        return 1.0  # nothing checkable ("Yes.", "I don't know.") asserts nothing unsupported
+    evidence_words = content_words(evidence)
+    score = coverage(claim_words, evidence_words)
+    missing_numbers = numbers(claim) - numbers(evidence)
+    if missing_numbers:
+        score = min(score, 0.25)
+    missing_names = names(claim) - evidence_words
+    score *= 0.5 ** len(missing_names)
+    return score
+
+
+def claims(text: str) -> list[str]:
+    """A text's claims: its sentences, without list markers, that say something about the world
+    (at least one content word that is not about the sources: "Based on the passages, ..." and
+    "Unable to answer based on given passages." are no claims)."""
+    found = []
+    for sentence in sentences(text):
+        body = _ENUMERATOR.sub("", sentence).strip()
+        if content_words(_REFERENCE.sub(" ", body)) - META_WORDS:
+            found.append(body)
+    return found
+
+
+def _verdict(score: float, threshold: float) -> Verdict:
+    return Verdict(score >= threshold, score=round(score, 4))
+
+
+def assess_chunks(
+    query: str,
+    answer: str | None,
+    chunks: Sequence[str],
+    *,
+    usefulness_threshold: float = 0.5,
+    relevance_threshold: float = 0.3,
+) -> list[ChunkAssessment]:
+    answer_sentences = [words for s in sentences(answer or "") if (words := content_words(s))]
+    query_words = content_words(query)
+    assessed = []
+    for chunk in chunks:
+        chunk_words = content_words(chunk)
+        useful = None
+        if answer is not None:
+            score = max((coverage(words, chunk_words) for words in answer_sentences), default=0.0)
+            useful = _verdict(score, usefulness_threshold)
+        statement_scores = [coverage(query_words, content_words(s)) for s in sentences(chunk)]
+        relevant = sum(score >= relevance_threshold for score in statement_scores)
+        # The chunk's graded relevance: its best statement, nudged up by overall query coverage.
+        graded = max(statement_scores, default=0.0) * 0.5 + coverage(query_words, chunk_words) * 0.5
+        assessed.append(
+            ChunkAssessment(
+                useful=useful,
+                relevance=Verdict(relevant > 0, score=round(graded, 4)),
+                statements=len(statement_scores),
+                relevant_statements=relevant,
+            )
+        )
+    return assessed
+
+
+def check_response(
+    query: str,
+    response: str,
+    chunks: Sequence[str],
+    *,
+    support_threshold: float = 0.5,
+    relevance_threshold: float = 0.2,
+) -> list[ClaimVerdict]:
+    evidence = "\n".join(chunks)
+    query_words = content_words(query)
+    checked = []
+    for claim in claims(response):
+        claim_words = content_words(claim)
+        relevance = coverage(query_words, claim_words) if query_words else 1.0
+        checked.append(
+            ClaimVerdict(
+                supported=_verdict(support_score(claim, evidence), support_threshold),
+                relevant=_verdict(relevance, relevance_threshold),
+            )
+        )
+    return checked
+
+
+def check_reference(reference: str, chunks: Sequence[str], *, threshold: float = 0.5) -> list[Verdict]:
+    evidence = "\n".join(chunks)
+    return [_verdict(support_score(claim, evidence), threshold) for claim in claims(reference)]
+
+
+def compare_answers(response: str, reference: str, *, threshold: float = 0.5) -> AnswerComparison:
+    return AnswerComparison(
+        response_claims=tuple(_verdict(support_score(c, reference), threshold) for c in claims(response)),
+        reference_claims=tuple(_verdict(support_score(c, response), threshold) for c in claims(reference)),
+    )
+
+
+class LexicalJudge:
+    """Judges by lexical overlap and claim-level checks of numbers and names (see module doc).
+
+    Thresholds are fixed and documented in docs/judges.md; the graded `Verdict.score` lets
+    agreement studies compute AUROC without changing the binary verdicts metrics use.
     """
 
     model = "lexical"
 
-    def __init__(self, usefulness_threshold: float = 0.5) -> None:
+    def __init__(self, usefulness_threshold: float = 0.5, support_threshold: float = 0.5) -> None:
         self._usefulness_threshold = usefulness_threshold
+        self._support_threshold = support_threshold
 
     def prompt_version(self, kind: str) -> str:
-        return f"lexical-{kind}-v1"
+        return f"lexical-{kind}-v2"
 
-    async def chunk_usefulness(self, query: str, response: str, chunks: Sequence[str]) -> list[Verdict]:
-        response_sentences = [words for s in sentences(response) if (words := content_words(s))]
-        verdicts = []
-        for chunk in chunks:
-            chunk_words = content_words(chunk)
-            score = max((len(words & chunk_words) / len(words) for words in response_sentences), default=0.0)
-            verdicts.append(Verdict(score >= self._usefulness_threshold, score=round(score, 4)))
-        return verdicts
+    async def assess_chunks(
+        self, query: str, answer: str | None, chunks: Sequence[str]
+    ) -> list[ChunkAssessment]:
+        return assess_chunks(query, answer, chunks, usefulness_threshold=self._usefulness_threshold)
+
+    async def check_response(self, query: str, response: str, chunks: Sequence[str]) -> list[ClaimVerdict]:
+        return check_response(query, response, chunks, support_threshold=self._support_threshold)
+
+    async def check_reference(self, reference: str, chunks: Sequence[str]) -> list[Verdict]:
+        return check_reference(reference, chunks, threshold=self._support_threshold)
+
+    async def compare_answers(self, query: str, response: str, reference: str) -> AnswerComparison:
+        return compare_answers(response, reference, threshold=self._support_threshold)

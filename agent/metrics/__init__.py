@@ -1,14 +1,99 @@
-"""RAG metrics: pure scoring functions and the judged metric classes built on them."""
+"""RAG metrics: pure scoring functions and the judged metric classes built on them.
+
+Every pure function is importable from here by the name the docs use (docs/metrics.md).
+"""
 
 from __future__ import annotations
 
+from agent.metrics.answer import (
+    AnswerCorrectness,
+    AnswerRelevancy,
+    Faithfulness,
+    answer_correctness_score,
+    answer_relevancy_score,
+    faithfulness_score,
+)
 from agent.metrics.base import Metric
-from agent.metrics.context import ContextPrecision
-from agent.metrics.ranking import context_precision_at_k
+from agent.metrics.context import (
+    ContextPrecision,
+    ContextRecall,
+    ContextRelevancy,
+    context_recall_score,
+    context_relevancy_score,
+)
+from agent.metrics.ragchecker import (
+    ClaimCheck,
+    RagCheckerScores,
+    aggregate_ragchecker,
+    claim_check_from_verdicts,
+    ragchecker_scores,
+)
+from agent.metrics.ranking import (
+    context_precision_at_k,
+    hit_rate_at_k,
+    mean_reciprocal_rank,
+    ndcg_at_k,
+    precision_at_k,
+    rank_trec_run,
+    recall_at_k,
+    reciprocal_rank,
+)
+from agent.metrics.reference import (
+    context_entities_recall,
+    id_context_precision,
+    id_context_recall,
+    levenshtein_distance,
+    levenshtein_similarity,
+    nonllm_context_precision,
+    nonllm_context_recall,
+)
 
-# Reference-free metrics the streaming agent can score, by configuration name.
+# Reference-free metrics the streaming agent scores on production traffic, by configuration name.
+# Together they cost two judge calls per interaction on a cold cache (see docs/judges.md).
 STREAMING_METRICS: dict[str, type[Metric]] = {
-    ContextPrecision.name: ContextPrecision,
+    m.name: m for m in (ContextPrecision, ContextRelevancy, Faithfulness, AnswerRelevancy)
+}
+# Every judged metric; the reference-based ones are skipped ("no_reference") when the
+# interaction carries no reference answer.
+METRICS: dict[str, type[Metric]] = {
+    **STREAMING_METRICS,
+    ContextRecall.name: ContextRecall,
+    AnswerCorrectness.name: AnswerCorrectness,
 }
 
-__all__ = ["STREAMING_METRICS", "ContextPrecision", "Metric", "context_precision_at_k"]
+__all__ = [
+    "METRICS",
+    "STREAMING_METRICS",
+    "AnswerCorrectness",
+    "AnswerRelevancy",
+    "ClaimCheck",
+    "ContextPrecision",
+    "ContextRecall",
+    "ContextRelevancy",
+    "Faithfulness",
+    "Metric",
+    "RagCheckerScores",
+    "aggregate_ragchecker",
+    "answer_correctness_score",
+    "answer_relevancy_score",
+    "claim_check_from_verdicts",
+    "context_entities_recall",
+    "context_precision_at_k",
+    "context_recall_score",
+    "context_relevancy_score",
+    "faithfulness_score",
+    "hit_rate_at_k",
+    "id_context_precision",
+    "id_context_recall",
+    "levenshtein_distance",
+    "levenshtein_similarity",
+    "mean_reciprocal_rank",
+    "ndcg_at_k",
+    "nonllm_context_precision",
+    "nonllm_context_recall",
+    "precision_at_k",
+    "ragchecker_scores",
+    "rank_trec_run",
+    "recall_at_k",
+    "reciprocal_rank",
+]

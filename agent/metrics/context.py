@@ -1,18 +1,51 @@
-"""Context metrics judged per chunk: response-anchored context precision."""
+"""Context metrics: is the retrieved context useful, relevant and complete?
+
+- context_precision: response-anchored (reference-free) or reference-anchored when the
+  interaction carries a reference; CP@K = Σ_k (P@k · v_k) / Σ_k v_k over usefulness verdicts.
+- context_relevancy: statement level, relevant statements of the context / all its statements.
+- context_recall: claims of the reference attributable to the context / all reference claims.
+
+Context precision and context relevancy ask the same `assess_chunks` question, so a cached judge
+answers both with one call.
+"""
 
 from __future__ import annotations
 
-from agent.judges.base import CHUNK_USEFULNESS, Judge, JudgeError
+from collections.abc import Sequence
+
+from agent.judges.base import ASSESS_CHUNKS, CHECK_REFERENCE, Judge, JudgeError
 from agent.metrics.ranking import context_precision_at_k
 from agent.model import MetricResult, RagInteraction
 
 
-class ContextPrecision:
-    """Response-anchored context precision (reference-free).
+def share(hits: int, total: int) -> float | None:
+    """hits / total; None when there is nothing to count (undefined, never 0)."""
+    if total < 0 or not 0 <= hits <= total:
+        raise ValueError(f"expected 0 <= hits <= total, got {hits}/{total}")
+    return hits / total if total else None
 
-    For each chunk k the judge answers "was it useful in arriving at this response?" (v_k), and
-    CP@K = Σ_k (P@k · v_k) / Σ_k v_k: high when the useful chunks are ranked first. Undefined
-    (skipped) without chunks or without a response; 0.0 when no chunk was useful.
+
+def context_relevancy_score(relevant_statements: Sequence[int], statements: Sequence[int]) -> float | None:
+    """Σ relevant statements / Σ statements over the chunks; None without any statement."""
+    return share(sum(relevant_statements), sum(statements))
+
+
+def context_recall_score(attributed: Sequence[bool]) -> float | None:
+    """Reference claims attributable to the context / reference claims; None without claims."""
+    return share(sum(map(bool, attributed)), len(attributed))
+
+
+def anchor(interaction: RagInteraction) -> str | None:
+    """What chunk usefulness is judged against: the reference when known, else the response."""
+    return interaction.reference or interaction.response
+
+
+class ContextPrecision:
+    """Context precision: are the useful chunks ranked first?
+
+    For each chunk k the judge answers "was it useful in arriving at the answer?" (v_k), where the
+    answer is the reference when the interaction has one and the response otherwise. Skipped
+    without chunks or without any answer; 0.0 when no chunk was useful.
     """
 
     name = "context_precision"
@@ -20,17 +53,73 @@ class ContextPrecision:
     async def evaluate(self, interaction: RagInteraction, judge: Judge) -> MetricResult:
         if not interaction.chunks:
             return MetricResult.skipped(self.name, "no_chunks")
-        if not interaction.response:
+        answer = anchor(interaction)
+        if not answer:
             return MetricResult.skipped(self.name, "no_response")
         try:
-            verdicts = await judge.chunk_usefulness(
-                interaction.query, interaction.response, [c.content for c in interaction.chunks]
+            assessed = await judge.assess_chunks(
+                interaction.query, answer, [c.content for c in interaction.chunks]
             )
         except JudgeError as exc:
             return MetricResult.error(self.name, str(exc), judge=judge.model)
-        score = context_precision_at_k([v.value for v in verdicts])
+        score = context_precision_at_k([bool(a.useful and a.useful.value) for a in assessed])
         if score is None:
             return MetricResult.skipped(self.name, "no_chunks")
         return MetricResult.ok(
-            self.name, score, judge=judge.model, prompt_version=judge.prompt_version(CHUNK_USEFULNESS)
+            self.name, score, judge=judge.model, prompt_version=judge.prompt_version(ASSESS_CHUNKS)
+        )
+
+
+class ContextRelevancy:
+    """Context relevancy: the share of the context's statements that are relevant to the query.
+
+    Skipped without chunks, or when the chunks hold no statement.
+    """
+
+    name = "context_relevancy"
+
+    async def evaluate(self, interaction: RagInteraction, judge: Judge) -> MetricResult:
+        if not interaction.chunks:
+            return MetricResult.skipped(self.name, "no_chunks")
+        try:
+            # Same arguments as ContextPrecision, so a cached judge answers both in one call.
+            assessed = await judge.assess_chunks(
+                interaction.query, anchor(interaction) or None, [c.content for c in interaction.chunks]
+            )
+        except JudgeError as exc:
+            return MetricResult.error(self.name, str(exc), judge=judge.model)
+        score = context_relevancy_score(
+            [a.relevant_statements for a in assessed], [a.statements for a in assessed]
+        )
+        if score is None:
+            return MetricResult.skipped(self.name, "no_statements")
+        return MetricResult.ok(
+            self.name, score, judge=judge.model, prompt_version=judge.prompt_version(ASSESS_CHUNKS)
+        )
+
+
+class ContextRecall:
+    """Context recall: the share of the reference's claims that the context supports.
+
+    Needs a reference; skipped without one, without chunks, or when the reference has no claim.
+    """
+
+    name = "context_recall"
+
+    async def evaluate(self, interaction: RagInteraction, judge: Judge) -> MetricResult:
+        if not interaction.reference:
+            return MetricResult.skipped(self.name, "no_reference")
+        if not interaction.chunks:
+            return MetricResult.skipped(self.name, "no_chunks")
+        try:
+            verdicts = await judge.check_reference(
+                interaction.reference, [c.content for c in interaction.chunks]
+            )
+        except JudgeError as exc:
+            return MetricResult.error(self.name, str(exc), judge=judge.model)
+        score = context_recall_score([v.value for v in verdicts])
+        if score is None:
+            return MetricResult.skipped(self.name, "no_claims")
+        return MetricResult.ok(
+            self.name, score, judge=judge.model, prompt_version=judge.prompt_version(CHECK_REFERENCE)
         )

@@ -15,7 +15,9 @@ at least one gt claim, *irrelevant* otherwise. A response claim is *correct* whe
 - self-knowledge = |{c^(m) correct, in no chunk}| / |{c^(m)}|
 - context utilisation = |{c^(gt) in some chunk and in m}| / |{c^(gt) in some chunk}|
 - relevant / irrelevant noise sensitivity = |{c^(m) incorrect, in some relevant / irrelevant
-  chunk}| / |{c^(m)}|
+  chunk}| / |{c^(m)}|; as in RAGChecker's reference implementation, a claim found in both a
+  relevant and an irrelevant chunk counts as relevant noise only (the relevant chunk is taken as
+  its source), so the two sensitivities never count the same claim.
 
 Faithfulness, hallucination and self-knowledge partition the response claims, so they sum to 1.
 
@@ -145,9 +147,7 @@ def ragchecker_scores(check: ClaimCheck) -> RagCheckerScores:
     """Compute the RAGChecker metrics of one interaction from its entailment results.
 
     A response claim that is incorrect and entailed both by a relevant and by an irrelevant
-    chunk counts towards *both* noise sensitivities, following the paper's per-chunk-type
-    definitions. RAGChecker's reference implementation instead counts such a claim only as
-    relevant noise, so its irrelevant noise sensitivity can be lower on such inputs.
+    chunk counts as relevant noise only, as RAGChecker's reference implementation does.
 
     Args:
         check: Claim-level entailment results.
@@ -163,7 +163,10 @@ def ragchecker_scores(check: ClaimCheck) -> RagCheckerScores:
     gt_in_context = [any(row) for row in check.retrieved2answer]
     resp_in_context = [any(row) for row in check.retrieved2response]
     resp_in_relevant = [any(_masked(row, relevant_chunk)) for row in check.retrieved2response]
-    resp_in_irrelevant = [any(_masked(row, irrelevant_chunk)) for row in check.retrieved2response]
+    resp_in_irrelevant = [
+        any(_masked(row, irrelevant_chunk)) and not in_relevant
+        for row, in_relevant in zip(check.retrieved2response, resp_in_relevant, strict=True)
+    ]
     correct = check.answer2response
     incorrect = _negated(correct)
     ungrounded = _negated(resp_in_context)

@@ -7,8 +7,18 @@ from collections.abc import Sequence
 
 import pytest
 
-from agent.judges.base import JudgeError
-from agent.judges.cache import CachedJudge, MemoryVerdictCache, decode_verdict, encode_verdict, verdict_key
+from agent.judges.base import ChunkAssessment, ClaimVerdict, JudgeError
+from agent.judges.cache import (
+    CachedJudge,
+    MemoryVerdictCache,
+    decode_claims,
+    decode_relevance,
+    decode_verdict,
+    encode_claims,
+    encode_relevance,
+    encode_verdict,
+    verdict_key,
+)
 from agent.judges.local import LexicalJudge, content_words
 from agent.metrics import ContextPrecision
 from agent.model import Chunk, Outcome, RagInteraction, Verdict
@@ -47,11 +57,20 @@ class CountingJudge:
     def prompt_version(self, kind: str) -> str:
         return "v1"
 
-    async def chunk_usefulness(self, query: str, response: str, chunks: Sequence[str]) -> list[Verdict]:
+    async def assess_chunks(
+        self, query: str, answer: str | None, chunks: Sequence[str]
+    ) -> list[ChunkAssessment]:
         self.calls.append(list(chunks))
         if self._fail:
             raise JudgeError("judge unavailable", retryable=True)
-        return await self._lexical.chunk_usefulness(query, response, chunks)
+        return await self._lexical.assess_chunks(query, answer, chunks)
+
+    async def check_response(self, query: str, response: str, chunks: Sequence[str]) -> list[ClaimVerdict]:
+        self.calls.append(["check_response", response])
+        if self._fail:
+            raise JudgeError("judge unavailable", retryable=True)
+        await asyncio.sleep(0.01)  # let a concurrent identical question arrive while this one is in flight
+        return await self._lexical.check_response(query, response, chunks)
 
 
 class Stats:
@@ -67,12 +86,14 @@ class Stats:
 
 
 def test_content_words_drop_stopwords_and_fold_plurals() -> None:
-    assert content_words("The cities of France are large") == {"citie", "france", "large"}
+    assert content_words("The cities of France are large") == {"citi", "france", "large"}
+    assert content_words("cooking steaks") == content_words("cook steak")
     assert content_words("Grass, glass!") == {"grass", "glass"}
 
 
 def test_lexical_usefulness_verdicts_and_scores() -> None:
-    verdicts = run(LexicalJudge().chunk_usefulness("q", RESPONSE, [USEFUL, USELESS, "Paris has museums."]))
+    assessed = run(LexicalJudge().assess_chunks("q", RESPONSE, [USEFUL, USELESS, "Paris has museums."]))
+    verdicts = [a.useful for a in assessed]
     assert [v.value for v in verdicts] == [True, False, False]
     assert verdicts[0].score == 1.0  # capital, france, paris all present
     assert verdicts[1].score == 0.0
@@ -94,7 +115,7 @@ def test_context_precision_metric_with_the_lexical_judge(pattern: tuple[int, ...
     result = run(ContextPrecision().evaluate(interaction(chunks), LexicalJudge()))
     assert result.outcome is Outcome.OK
     assert result.value == pytest.approx(expected, abs=1e-4)
-    assert result.judge == "lexical" and result.prompt_version == "lexical-chunk_usefulness-v1"
+    assert result.judge == "lexical" and result.prompt_version == "lexical-assess_chunks-v2"
 
 
 def test_context_precision_is_undefined_without_chunks_or_response() -> None:
@@ -116,34 +137,49 @@ def test_cache_sends_only_misses_to_the_judge_in_one_call() -> None:
     inner, stats = CountingJudge(), Stats()
     judge = CachedJudge(inner, MemoryVerdictCache(100), stats)
 
-    first = run(judge.chunk_usefulness("q", RESPONSE, [USEFUL, USELESS]))
+    first = run(judge.assess_chunks("q", RESPONSE, [USEFUL, USELESS]))
     second = run(
-        judge.chunk_usefulness(
+        judge.assess_chunks(
             "q", RESPONSE, [USELESS, "Paris  is the CAPITAL and largest city of France.", "new chunk"]
         )
     )
 
-    assert [v.value for v in first] == [True, False]
-    assert [v.value for v in second] == [False, True, False]
+    assert [a.useful.value for a in first] == [True, False]  # type: ignore[union-attr]
+    assert [a.useful.value for a in second] == [False, True, False]  # type: ignore[union-attr]
+    # Cached answers equal fresh ones, relevance counts included.
+    assert second[0] == first[1] and second[1] == first[0]
     # The second call asked only about the chunk never seen (whitespace and case are normalised).
     assert inner.calls == [[USEFUL, USELESS], ["new chunk"]]
+    # Counted per chunk (each has a usefulness and a relevance key).
     assert (stats.hit_count, stats.miss_count) == (2, 3)
+
+
+def test_concurrent_identical_questions_share_one_call() -> None:
+    inner, stats = CountingJudge(), Stats()
+    judge = CachedJudge(inner, MemoryVerdictCache(100), stats)
+
+    async def both() -> list[list[ClaimVerdict]]:
+        return list(await asyncio.gather(*(judge.check_response("q", RESPONSE, [USEFUL]) for _ in range(3))))
+
+    answers = run(both())
+    assert inner.calls == [["check_response", RESPONSE]]
+    assert answers[0] == answers[1] == answers[2] and len(answers[0]) == 1
 
 
 def test_cache_does_not_store_failures() -> None:
     inner, stats = CountingJudge(fail=True), Stats()
     cache = MemoryVerdictCache(100)
     with pytest.raises(JudgeError):
-        run(CachedJudge(inner, cache, stats).chunk_usefulness("q", RESPONSE, [USEFUL]))
+        run(CachedJudge(inner, cache, stats).assess_chunks("q", RESPONSE, [USEFUL]))
     assert len(cache) == 0
 
 
 def test_memory_cache_evicts_least_recently_used() -> None:
     cache = MemoryVerdictCache(2)
-    run(cache.set_many({"a": Verdict(True), "b": Verdict(False)}))
+    run(cache.set_many({"a": "1|", "b": "0|"}))
     run(cache.get_many(["a"]))  # a is now the most recent
-    run(cache.set_many({"c": Verdict(True)}))
-    assert run(cache.get_many(["a", "b", "c"])) == [Verdict(True), None, Verdict(True)]
+    run(cache.set_many({"c": "1|"}))
+    assert run(cache.get_many(["a", "b", "c"])) == ["1|", None, "1|"]
 
 
 def test_verdict_keys_name_every_input() -> None:
@@ -161,3 +197,19 @@ def test_verdict_keys_name_every_input() -> None:
 def test_verdict_encoding_round_trips() -> None:
     for verdict in (Verdict(True, 0.25), Verdict(False), Verdict(False, 0.0)):
         assert decode_verdict(encode_verdict(verdict).encode()) == Verdict(verdict.value, verdict.score)
+
+
+def test_relevance_and_claim_encodings_round_trip_without_text() -> None:
+    assessment = ChunkAssessment(Verdict(True), Verdict(True, 0.5), statements=4, relevant_statements=2)
+    assert decode_relevance(encode_relevance(assessment)) == (Verdict(True, 0.5), 4, 2)
+    claims = [
+        ClaimVerdict(Verdict(True, 0.9, reason="Paris is the capital"), Verdict(False)),
+        ClaimVerdict(Verdict(False)),
+    ]
+    encoded = encode_claims(claims)
+    assert "Paris" not in encoded
+    assert decode_claims(encoded) == [
+        ClaimVerdict(Verdict(True, 0.9), Verdict(False)),
+        ClaimVerdict(Verdict(False)),
+    ]
+    assert decode_claims(encode_claims([])) == []

@@ -139,8 +139,9 @@ def test_small_worked_example() -> None:
     assert dataclasses.asdict(scores) == pytest.approx(expected, abs=1e-12)
 
 
-def test_claim_entailed_by_relevant_and_irrelevant_chunk_counts_in_both() -> None:
-    # Response claim 1 is incorrect and entailed by chunk 0 (relevant) and chunk 1 (irrelevant).
+def test_claim_entailed_by_relevant_and_irrelevant_chunk_counts_as_relevant_noise_only() -> None:
+    # Response claim 1 is incorrect and entailed by chunk 0 (relevant) and chunk 1 (irrelevant);
+    # RAGChecker's implementation attributes it to the relevant chunk only.
     check = _check(
         answer2response=[T, F],
         response2answer=[T],
@@ -150,7 +151,7 @@ def test_claim_entailed_by_relevant_and_irrelevant_chunk_counts_in_both() -> Non
     )
     scores = ragchecker_scores(check)
     assert scores.noise_sensitivity_in_relevant == 0.5
-    assert scores.noise_sensitivity_in_irrelevant == 0.5
+    assert scores.noise_sensitivity_in_irrelevant == 0.0
 
 
 def test_no_response_claims() -> None:

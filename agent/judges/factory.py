@@ -1,0 +1,54 @@
+"""Build the judge the settings ask for: cache → instruments → local or LLM judge."""
+
+from __future__ import annotations
+
+from agent.config import Settings
+from agent.judges.base import Judge
+from agent.judges.cache import CachedJudge, MemoryVerdictCache, VerdictCache
+from agent.judges.instrumented import InstrumentedJudge
+from agent.judges.local import LexicalJudge
+from agent.telemetry import Telemetry
+
+
+def build_verdict_cache(settings: Settings, telemetry: Telemetry) -> VerdictCache:
+    if settings.redis_url is None:
+        return MemoryVerdictCache(settings.cache_max_entries)
+    from agent.judges.redis_cache import RedisVerdictCache, redis_client
+
+    return RedisVerdictCache(
+        redis_client(settings.redis_url),
+        settings.cache_ttl_seconds,
+        telemetry,
+        prefix=settings.cache_key_prefix,
+    )
+
+
+def build_inner_judge(settings: Settings, telemetry: Telemetry) -> Judge:
+    """The judge that does the work, without cache or instruments."""
+    if settings.judge_is_local:
+        return LexicalJudge()
+    # Imported here: it loads litellm, which a local-judge deployment never needs.
+    from agent.judges.llm import LLMJudge, LLMJudgeOptions
+
+    key = settings.judge_api_key.get_secret_value() if settings.judge_api_key else None
+    options = LLMJudgeOptions(
+        api_base=settings.judge_api_base,
+        api_key=key,
+        timeout=settings.judge_timeout_seconds,
+        max_retries=settings.judge_max_retries,
+        retry_max_elapsed=settings.judge_retry_max_elapsed_seconds,
+        breaker_failures=settings.judge_breaker_failures,
+        breaker_cooldown=settings.judge_breaker_cooldown_seconds,
+        max_concurrency=settings.judge_max_concurrency,
+        structured_output=settings.judge_structured_output,
+    )
+    return LLMJudge(settings.judge_model, options, usage=telemetry)
+
+
+def build_judge(settings: Settings, telemetry: Telemetry) -> CachedJudge:
+    """The judge metrics use: verdict cache in front of an instrumented local or LLM judge.
+
+    `healthy()` on the result is False while an LLM judge's circuit breaker is open.
+    """
+    judge: Judge = InstrumentedJudge(build_inner_judge(settings, telemetry), telemetry)
+    return CachedJudge(judge, build_verdict_cache(settings, telemetry), telemetry)

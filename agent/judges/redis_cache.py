@@ -1,0 +1,121 @@
+"""Redis: a client from RAGPULSE_REDIS_URL, and the shared verdict cache on top of it.
+
+`redis_client(url)` understands
+- `redis://[user:password@]host:port/db` and `rediss://...` (TLS), `unix:///path.sock?db=0`;
+- `redis+sentinel://[password@]host1:port1,host2:port2/service_name[/db]`: the master of
+  `service_name` found through the listed sentinels;
+- `redis+cluster://host:port[,host2:port2...]`: a Redis Cluster, discovered from those nodes.
+
+`RedisVerdictCache` looks a batch up with one MGET and stores a batch with one pipelined round
+trip of SET ... EX ttl. Keys are `ragpulse:v1:verdict:<sha256>`; values are encoded verdicts,
+never text. When Redis is down the judge keeps working uncached: errors are counted, a failed
+Redis is left alone for `retry_after` seconds, then the client reconnects by itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+from urllib.parse import unquote, urlsplit
+
+log = logging.getLogger(__name__)
+
+KEY_PREFIX = "ragpulse:v1:verdict:"
+
+
+def redis_client(url: str, *, socket_timeout: float = 1.0) -> Any:
+    """An asyncio Redis client for `url` (forms in the module docstring). Connects lazily."""
+    from redis.asyncio import Redis
+    from redis.asyncio.cluster import ClusterNode, RedisCluster
+    from redis.asyncio.sentinel import Sentinel
+
+    timeouts = {"socket_timeout": socket_timeout, "socket_connect_timeout": socket_timeout}
+    parts = urlsplit(url)
+    if parts.scheme == "redis+sentinel":
+        hosts = [_host_port(h, 26379) for h in parts.netloc.rpartition("@")[2].split(",")]
+        path = [p for p in parts.path.split("/") if p]
+        if not path:
+            raise ValueError(f"{url!r}: a sentinel URL names the service: redis+sentinel://host:port/service")
+        password = unquote(parts.password) if parts.password else None
+        db = int(path[1]) if len(path) > 1 else 0
+        sentinel = Sentinel(hosts, sentinel_kwargs=timeouts, password=password, db=db, **timeouts)
+        return sentinel.master_for(path[0])
+    if parts.scheme == "redis+cluster":
+        nodes = [ClusterNode(*_host_port(h, 6379)) for h in parts.netloc.rpartition("@")[2].split(",")]
+        password = unquote(parts.password) if parts.password else None
+        return RedisCluster(startup_nodes=nodes, password=password, **timeouts)
+    if parts.scheme in ("redis", "rediss", "unix"):
+        return Redis.from_url(url, **timeouts)
+    raise ValueError(f"unsupported Redis URL scheme {parts.scheme!r} in {url!r}")
+
+
+def _host_port(text: str, default_port: int) -> tuple[str, int]:
+    host, _, port = text.rpartition(":") if ":" in text else (text, "", "")
+    return host or "127.0.0.1", int(port) if port else default_port
+
+
+class ErrorCounter(Protocol):
+    def cache_error(self, operation: str) -> None: ...
+
+
+class RedisVerdictCache:
+    """The shared verdict cache (see module docstring)."""
+
+    def __init__(
+        self,
+        client: Any,
+        ttl_seconds: int,
+        errors: ErrorCounter,
+        *,
+        prefix: str = KEY_PREFIX,
+        retry_after: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._client = client
+        self._ttl = ttl_seconds
+        self._errors = errors
+        self._prefix = prefix
+        self._retry_after = retry_after
+        self._clock = clock
+        self._down_until = float("-inf")
+
+    def _available(self) -> bool:
+        return self._clock() >= self._down_until
+
+    def _failed(self, operation: str, exc: Exception) -> None:
+        if self._available():
+            log.warning("verdict cache: Redis %s failed (%s); continuing uncached", operation, exc)
+        self._errors.cache_error(operation)
+        self._down_until = self._clock() + self._retry_after
+
+    async def get_many(self, keys: Sequence[str]) -> list[str | None]:
+        if not keys:
+            return []
+        if not self._available():
+            return [None] * len(keys)
+        from redis.exceptions import RedisError
+
+        try:
+            values = await self._client.mget([self._prefix + key for key in keys])
+        except (RedisError, OSError) as exc:
+            self._failed("get", exc)
+            return [None] * len(keys)
+        return [None if v is None else v.decode() if isinstance(v, bytes) else v for v in values]
+
+    async def set_many(self, values: Mapping[str, str]) -> None:
+        if not values or not self._available():
+            return
+        from redis.exceptions import RedisError
+
+        try:
+            async with self._client.pipeline(transaction=False) as pipe:
+                for key, value in values.items():
+                    pipe.set(self._prefix + key, value, ex=self._ttl)
+                await pipe.execute()
+        except (RedisError, OSError) as exc:
+            self._failed("set", exc)
+
+    async def close(self) -> None:
+        await self._client.aclose()

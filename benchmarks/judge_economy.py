@@ -1,0 +1,195 @@
+"""What the four reference-free metrics cost per interaction through the real LLMJudge + litellm.
+
+The judge is the test OpenAI-compatible server (tests/fakes/llm_server.py), which counts
+cl100k tokens like a provider would and answers after an injected latency. For k = 5 and
+k = 10 chunks of ~160 tokens, 100 interactions each, it prints judge calls and prompt /
+completion tokens per interaction for context_precision + context_relevancy + faithfulness +
+answer_relevancy together, on a cold cache, a warm cache, and with 30% repeated queries (same
+retrieved chunks; once with the same response, once with a new one), plus the wall time.
+
+    python benchmarks/judge_economy.py [--latency 0.3] [--interactions 100] [--concurrency 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from agent.config import Settings
+from agent.evaluate import Evaluator
+from agent.judges.factory import build_judge
+from agent.metrics import STREAMING_METRICS
+from agent.model import Chunk, Outcome, RagInteraction
+from agent.telemetry import Telemetry
+from tests.fakes.llm_server import FakeLLMServer, count_tokens
+
+MODEL = "openai/economy-judge"
+SUBJECTS = ["The Meridian dam", "Lake Oster", "The Halvard bridge", "Saint Corin abbey", "The Pell railway"]
+VERBS = ["was completed in", "was renovated in", "was first surveyed in", "reopened to visitors in"]
+FACTS = [
+    "It supplies water to {n} thousand households in the northern valley.",
+    "Its main span measures {n} metres and rests on granite piers.",
+    "Engineers from {n} firms worked on the foundations during the wet season.",
+    "The regional council funds its upkeep with a levy of {n} cents per ticket.",
+    "Visitors can reach it by the number {n} bus from the central station.",
+    "A museum beside the entrance documents the {n} workers who built it.",
+]
+
+
+def chunk_text(rng: random.Random, subject: str) -> str:
+    """About 160 cl100k tokens of encyclopedic prose about `subject`."""
+    parts = [f"{subject} {rng.choice(VERBS)} {rng.randint(1850, 2020)}."]
+    while count_tokens(" ".join(parts)) < 150:
+        parts.append(rng.choice(FACTS).format(n=rng.randint(2, 900)))
+    return " ".join(parts)
+
+
+def make_interaction(rng: random.Random, n: int, k: int) -> RagInteraction:
+    subject = rng.choice(SUBJECTS)
+    chunks = tuple(Chunk(chunk_text(rng, rng.choice(SUBJECTS) if i % 2 else subject)) for i in range(k))
+    first = chunks[0].content.split(". ")
+    response = f"{first[0]}. {first[1]}. It is one of the best known sights of the region."
+    return RagInteraction(
+        trace_id=f"{n:032x}",
+        span_id=f"{n:016x}",
+        query=f"When was {subject.lower()} completed, and what is it known for? (user {n})",
+        chunks=chunks,
+        response=response,
+        service="bench",
+        route="r",
+    )
+
+
+def workload(k: int, count: int, repeat_share: float, new_response: bool) -> list[RagInteraction]:
+    rng = random.Random(20251122 + k)
+    items: list[RagInteraction] = []
+    for n in range(count):
+        if items and rng.random() < repeat_share:
+            earlier = rng.choice(items)
+            response = f"{earlier.response} (asked again {n})" if new_response else earlier.response
+            items.append(
+                RagInteraction(
+                    f"{n:032x}", f"{n:016x}", earlier.query, earlier.chunks, response, "bench", "r"
+                )
+            )
+        else:
+            items.append(make_interaction(rng, n, k))
+    return items
+
+
+@dataclass
+class Row:
+    scenario: str
+    k: int
+    calls: float
+    prompt_tokens: float
+    completion_tokens: float
+    judged_tokens: float
+    wall_seconds: float
+    errors: int
+
+
+def counter(telemetry: Telemetry, name: str, labels: dict[str, str]) -> float:
+    return telemetry.registry.get_sample_value(name, labels) or 0.0
+
+
+async def run(
+    items: list[RagInteraction], judge, telemetry: Telemetry, concurrency: int
+) -> tuple[float, int]:  # type: ignore[no-untyped-def]
+    evaluator = Evaluator([m() for m in STREAMING_METRICS.values()], judge)
+    queue: asyncio.Queue[RagInteraction] = asyncio.Queue()
+    for item in items:
+        queue.put_nowait(item)
+    errors = 0
+
+    async def worker() -> None:
+        nonlocal errors
+        while not queue.empty():
+            results = await evaluator.evaluate(queue.get_nowait())
+            errors += sum(r.outcome is Outcome.ERROR for r in results)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return time.perf_counter() - started, errors
+
+
+def measure(server: FakeLLMServer, k: int, args: argparse.Namespace) -> list[Row]:
+    rows = []
+    scenarios = [
+        ("cold", 0.0, False),
+        ("warm (same 100 again)", None, False),
+        ("30% repeated, same response", 0.3, False),
+        ("30% repeated, new response", 0.3, True),
+    ]
+
+    async def all_scenarios() -> None:
+        judge = telemetry = None
+        items: list[RagInteraction] = []
+        for name, repeat_share, new_response in scenarios:
+            if repeat_share is not None:  # a fresh agent: empty cache
+                telemetry = Telemetry(CollectorRegistry())
+                settings = Settings(judge_model=MODEL, judge_api_base=server.api_base, judge_api_key="k")
+                judge = build_judge(settings, telemetry)
+                items = workload(k, args.interactions, repeat_share, new_response)
+            before = [
+                counter(telemetry, "ragpulse_judge_unpriced_calls_total", {"model": MODEL}),
+                counter(telemetry, "ragpulse_judge_tokens_total", {"model": MODEL, "kind": "prompt"}),
+                counter(telemetry, "ragpulse_judge_tokens_total", {"model": MODEL, "kind": "completion"}),
+            ]
+            wall, errors = await run(items, judge, telemetry, args.concurrency)
+            after = [
+                counter(telemetry, "ragpulse_judge_unpriced_calls_total", {"model": MODEL}),
+                counter(telemetry, "ragpulse_judge_tokens_total", {"model": MODEL, "kind": "prompt"}),
+                counter(telemetry, "ragpulse_judge_tokens_total", {"model": MODEL, "kind": "completion"}),
+            ]
+            n = len(items)
+            judged = sum(
+                count_tokens(i.query)
+                + count_tokens(i.response or "")
+                + sum(count_tokens(c.content) for c in i.chunks)
+                for i in items
+            )
+            calls, prompt, completion = (a - b for a, b in zip(after, before, strict=True))
+            rows.append(Row(name, k, calls / n, prompt / n, completion / n, judged / n, wall, errors))
+
+    asyncio.run(all_scenarios())
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--latency", type=float, default=0.3, help="judge latency in seconds")
+    parser.add_argument("--interactions", type=int, default=100)
+    parser.add_argument("--concurrency", type=int, default=8, help="interactions evaluated at once")
+    args = parser.parse_args()
+    with FakeLLMServer(latency=args.latency) as server:
+        rows = [row for k in (5, 10) for row in measure(server, k, args)]
+    print(
+        f"{args.interactions} interactions, 4 metrics (context_precision, context_relevancy, "
+        f"faithfulness, answer_relevancy), judge latency {args.latency * 1000:.0f} ms, "
+        f"{args.concurrency} interactions at once"
+    )
+    header = f"{'scenario':<30} {'k':>3} {'calls/int':>9} {'prompt tok/int':>14} {'compl tok/int':>13} "
+    header += f"{'judged tok/int':>14} {'wall s':>7} {'errors':>6}"
+    print(header)
+    print("-" * len(header))
+    for r in rows:
+        print(
+            f"{r.scenario:<30} {r.k:>3} {r.calls:>9.2f} {r.prompt_tokens:>14.0f} "
+            f"{r.completion_tokens:>13.0f} {r.judged_tokens:>14.0f} {r.wall_seconds:>7.2f} {r.errors:>6}"
+        )
+
+
+if __name__ == "__main__":
+    main()

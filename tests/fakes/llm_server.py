@@ -1,0 +1,305 @@
+"""A real OpenAI-compatible chat-completions server for tests and benchmarks (no LLM behind it).
+
+It answers ragpulse's judge prompts like a well-behaved model: it reads only the fenced data of
+the prompt and computes deterministic verdicts from it with the lexical judge's functions, so
+instructions hidden inside a chunk change nothing. Faults can be scripted per request (429, 500,
+400, timeout, malformed JSON, wrong verdict count), latency can be injected, and it counts calls
+and tokens (cl100k tokenizer when available, else ~4 characters per token).
+
+    server = FakeLLMServer(latency=0.3).start()   # server.api_base -> http://127.0.0.1:PORT/v1
+    server.script("429", "malformed")             # the next two requests fail that way
+    python -m tests.fakes.llm_server --port 8001 --latency 0.3
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import importlib.util
+import json
+import os
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from agent.judges import local
+
+FAULTS = ("429", "500", "400", "timeout", "malformed", "wrong_count")
+
+
+def _token_counter():  # type: ignore[no-untyped-def]
+    """cl100k_base through tiktoken with litellm's bundled vocabulary (offline), else chars/4."""
+    try:
+        spec = importlib.util.find_spec("litellm")
+        if spec and spec.submodule_search_locations:
+            bundled = Path(next(iter(spec.submodule_search_locations))) / "litellm_core_utils" / "tokenizers"
+            os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(bundled))
+        import tiktoken
+
+        encoding = tiktoken.get_encoding("cl100k_base")
+        return lambda text: len(encoding.encode(text, disallowed_special=()))
+    except Exception:
+        return lambda text: max(1, len(text) // 4)
+
+
+count_tokens = _token_counter()
+
+
+@dataclass
+class Stats:
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    by_kind: collections.Counter[str] = field(default_factory=collections.Counter)
+    faults: collections.Counter[str] = field(default_factory=collections.Counter)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+
+
+_KIND = re.compile(r"^Question kind: (\w+)$", re.M)
+_FENCE = re.compile(r"^Fence id: ([0-9a-f]+)\.", re.M)
+_STATEMENT = re.compile(r"^\((\d+)\) ", re.M)
+
+
+def fenced_blocks(user: str) -> tuple[str, list[tuple[str, str]]]:
+    """The question kind and the (name, text) of every fenced block of a judge prompt."""
+    kind_match, fence_match = _KIND.search(user), _FENCE.search(user)
+    if not kind_match or not fence_match:
+        raise ValueError("not a ragpulse judge prompt")
+    fence = re.escape(fence_match.group(1))
+    blocks = re.findall(rf"^<<<{fence} ([A-Z]+(?: \d+)?)\n(.*?)\n{fence}>>>$", user, re.S | re.M)
+    return kind_match.group(1), blocks
+
+
+def _statements(block: str) -> list[str]:
+    parts = _STATEMENT.split(block)
+    # split gives ['', '1', 'text', '2', 'text', ...]
+    return [parts[i + 1].strip() for i in range(1, len(parts) - 1, 2)]
+
+
+def answer(user: str) -> dict[str, Any]:
+    """The verdicts a careful model would give, computed from the fenced data only."""
+    kind, blocks = fenced_blocks(user)
+    named = {name: text for name, text in blocks}
+    chunks = [text for name, text in blocks if name.startswith("CHUNK ")]
+    query = named.get("QUERY", "")
+    if kind == "assess_chunks":
+        query_words = local.content_words(query)
+        answer_sentences = [
+            w for s in local.sentences(named.get("ANSWER", "")) if (w := local.content_words(s))
+        ]
+        items = []
+        for chunk in chunks:
+            statements = _statements(chunk)
+            item: dict[str, Any] = {
+                "relevant": [
+                    i
+                    for i, s in enumerate(statements, 1)
+                    if local.coverage(query_words, local.content_words(s)) >= 0.3
+                ]
+            }
+            if "ANSWER" in named:
+                chunk_words = local.content_words(" ".join(statements))
+                best = max((local.coverage(w, chunk_words) for w in answer_sentences), default=0.0)
+                item["useful"] = int(best >= 0.5)
+            items.append(item)
+        return {"chunks": items}
+    if kind == "check_response":
+        claims = local.check_response(query, named["RESPONSE"], chunks)
+        texts = local.claims(named["RESPONSE"])
+        return {
+            "claims": [
+                {
+                    "claim": t[:60],
+                    "supported": int(c.supported.value),
+                    "relevant": int(bool(c.relevant and c.relevant.value)),
+                }
+                for t, c in zip(texts, claims, strict=True)
+            ]
+        }
+    if kind == "check_reference":
+        verdicts = local.check_reference(named["REFERENCE"], chunks)
+        texts = local.claims(named["REFERENCE"])
+        return {
+            "claims": [
+                {"claim": t[:60], "attributed": int(v.value)} for t, v in zip(texts, verdicts, strict=True)
+            ]
+        }
+    if kind == "compare_answers":
+        comparison = local.compare_answers(named["RESPONSE"], named["REFERENCE"])
+        return {
+            "response_claims": [
+                {"claim": t[:60], "supported": int(v.value)}
+                for t, v in zip(local.claims(named["RESPONSE"]), comparison.response_claims, strict=True)
+            ],
+            "reference_claims": [
+                {"claim": t[:60], "supported": int(v.value)}
+                for t, v in zip(local.claims(named["REFERENCE"]), comparison.reference_claims, strict=True)
+            ],
+        }
+    raise ValueError(f"unknown question kind {kind!r}")
+
+
+class FakeLLMServer:
+    """The server; `start()` serves on 127.0.0.1 in a background thread."""
+
+    def __init__(self, port: int = 0, latency: float = 0.0, hang_seconds: float = 60.0) -> None:
+        self.latency = latency
+        self.hang_seconds = hang_seconds
+        self.stats = Stats()
+        self._lock = threading.Lock()
+        self._script: collections.deque[str] = collections.deque()
+        self._always: str | None = None
+        self._closing = threading.Event()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
+        self._httpd.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        return self._httpd.server_address[1]
+
+    @property
+    def api_base(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> FakeLLMServer:
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="fake-llm", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._closing.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def __enter__(self) -> FakeLLMServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def script(self, *faults: str) -> None:
+        """Make the next requests fail, one fault each, in order."""
+        unknown = set(faults) - set(FAULTS)
+        if unknown:
+            raise ValueError(f"unknown faults {unknown}; choose from {FAULTS}")
+        with self._lock:
+            self._script.extend(faults)
+
+    def fail_always(self, fault: str | None) -> None:
+        """Fail every request with `fault` until called with None."""
+        with self._lock:
+            self._always = fault
+
+    def reset(self) -> None:
+        with self._lock:
+            self.stats = Stats()
+            self._script.clear()
+            self._always = None
+
+    def _next_fault(self) -> str | None:
+        with self._lock:
+            return self._script.popleft() if self._script else self._always
+
+    def _handle(self, body: dict[str, Any]) -> tuple[int, dict[str, Any] | str]:
+        messages = body.get("messages", [])
+        prompt_tokens = sum(count_tokens(str(m.get("content", ""))) + 4 for m in messages)
+        users = [m["content"] for m in messages if m.get("role") == "user"]
+        fault = self._next_fault()
+        with self._lock:
+            self.stats.calls += 1
+            self.stats.prompt_tokens += prompt_tokens
+            self.stats.requests.append(body)
+            if fault:
+                self.stats.faults[fault] += 1
+        if self.latency:
+            time.sleep(self.latency)
+        if fault == "timeout":
+            self._closing.wait(self.hang_seconds)
+            return 504, {"error": {"message": "hung", "type": "timeout"}}
+        if fault in ("429", "500", "400"):
+            return int(fault), {"error": {"message": f"scripted {fault}", "type": "fake", "code": fault}}
+        try:
+            verdicts = answer(users[0]) if users else {}
+            kind = fenced_blocks(users[0])[0] if users else "unknown"
+        except (ValueError, KeyError) as exc:
+            return 400, {"error": {"message": f"not a judge prompt: {exc}", "type": "invalid_request_error"}}
+        if fault == "wrong_count" and isinstance(verdicts.get("chunks"), list):
+            verdicts["chunks"] = verdicts["chunks"][:-1]
+        content = "this is not JSON {" if fault == "malformed" else json.dumps(verdicts)
+        completion_tokens = count_tokens(content)
+        with self._lock:
+            self.stats.completion_tokens += completion_tokens
+            self.stats.by_kind[kind] += 1
+        return 200, {
+            "id": f"chatcmpl-fake-{self.stats.calls}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", "fake"),
+            "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+            ],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
+        }
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", 0))
+                raw = self.rfile.read(length)
+                if not self.path.rstrip("/").endswith("/chat/completions"):
+                    self._send(404, {"error": {"message": "not found"}})
+                    return
+                try:
+                    body = json.loads(raw)
+                except json.JSONDecodeError:
+                    self._send(400, {"error": {"message": "body is not JSON"}})
+                    return
+                status, payload = server._handle(body)
+                self._send(status, payload)
+
+            def _send(self, status: int, payload: dict[str, Any] | str) -> None:
+                data = json.dumps(payload).encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (a scripted timeout)
+
+        return Handler
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds added to every response")
+    args = parser.parse_args()
+    server = FakeLLMServer(args.port, args.latency)
+    print(f"fake LLM server on {server.api_base}", flush=True)
+    with contextlib.suppress(KeyboardInterrupt):
+        server._httpd.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
