@@ -109,6 +109,12 @@ class Telemetry:
             ["topic", "partition"],
             registry=registry,
         )
+        self.assigned_partitions = Gauge(
+            "ragpulse_kafka_assigned_partitions",
+            "Partitions this replica owns in its consumer group.",
+            ["topic"],
+            registry=registry,
+        )
         self.kafka_commit_failures = Counter(
             "ragpulse_kafka_commit_failures",
             "Offset commits that failed (messages get redelivered).",

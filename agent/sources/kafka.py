@@ -84,7 +84,7 @@ class _Rebalance(ConsumerRebalanceListener):
         self._source._on_revoked(set(revoked))
 
     def on_partitions_assigned(self, assigned: Any) -> None:
-        log.info("assigned partitions %s", sorted(tp.partition for tp in assigned))
+        self._source._on_assigned(set(assigned))
 
 
 class KafkaSource:
@@ -107,6 +107,7 @@ class KafkaSource:
         self._last_lag = 0.0
         self._lag_partitions: set[TopicPartition] = set()
         self._positions: dict[TopicPartition, int] = {}  # next offset to read, per partition
+        self._owned: set[TopicPartition] = set()
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -210,7 +211,14 @@ class KafkaSource:
             self._telemetry.kafka_commit_failures.inc()
             log.warning("offset commit failed (%s); uncommitted messages will be redelivered", exc)
 
+    def _on_assigned(self, assigned: set[TopicPartition]) -> None:
+        self._owned |= assigned
+        self._telemetry.assigned_partitions.labels(self._config.topic).set(len(self._owned))
+        log.info("assigned partitions %s", sorted(tp.partition for tp in assigned))
+
     def _on_revoked(self, revoked: set[TopicPartition]) -> None:
+        self._owned -= revoked
+        self._telemetry.assigned_partitions.labels(self._config.topic).set(len(self._owned))
         consumer, intake = self._consumer, self._intake
         if consumer is None or intake is None:
             return

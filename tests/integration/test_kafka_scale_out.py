@@ -1,0 +1,154 @@
+"""Crash and scale-out under at-least-once delivery: each interaction is scored exactly once.
+
+Real parts throughout: the Tansu (or testcontainers) Kafka broker, a redis-server process for the
+idempotency keys, the test LLM server behind litellm as the judge, and agents as subprocesses.
+Results are read back from the results topic, the durable record of what was scored.
+"""
+
+from __future__ import annotations
+
+import collections
+import signal
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from tests.fakes.llm_server import FakeLLMServer
+from tests.fixtures.kafka_broker import FAST_GROUP_ENV, Broker, broker, consume_all, produce_otlp
+from tests.fixtures.redis_server import RedisServer, redis_server
+from tests.integration.test_kafka_agent import record_spans
+from tests.support import AgentProcess
+
+__all__ = ["broker"]
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def redis() -> Iterator[RedisServer]:
+    with redis_server() as server:
+        yield server
+
+
+@pytest.fixture
+def judge() -> Iterator[FakeLLMServer]:
+    with FakeLLMServer(latency=0.4) as server:
+        yield server
+
+
+def start_agent(
+    broker: Broker, topic: str, results: str, group: str, redis: RedisServer, judge: FakeLLMServer
+) -> AgentProcess:
+    agent = AgentProcess(
+        env={
+            "RAGPULSE_SOURCE": "kafka",
+            "RAGPULSE_KAFKA_BOOTSTRAP": broker.bootstrap,
+            "RAGPULSE_KAFKA_TOPIC": topic,
+            "RAGPULSE_KAFKA_GROUP_ID": group,
+            "RAGPULSE_KAFKA_AUTO_OFFSET_RESET": "earliest",
+            "RAGPULSE_KAFKA_COMMIT_INTERVAL_SECONDS": "0.2",
+            "RAGPULSE_RESULTS_TOPIC": results,
+            "RAGPULSE_REDIS_URL": redis.url,
+            "RAGPULSE_JUDGE_MODEL": "openai/judge-test",
+            "RAGPULSE_JUDGE_API_BASE": judge.api_base,
+            "RAGPULSE_JUDGE_API_KEY": "test-key",
+            "RAGPULSE_METRICS": "context_precision",
+            "RAGPULSE_EVAL_CONCURRENCY": "4",
+            "RAGPULSE_IDEMPOTENCY_LEASE_SECONDS": "3",
+            **FAST_GROUP_ENV,
+        }
+    )
+    agent.wait_ready(timeout=60)
+    return agent
+
+
+def scored_ids(values: list[bytes]) -> collections.Counter[str]:
+    counts: collections.Counter[str] = collections.Counter()
+    for value in values:
+        (span,) = ExportTraceServiceRequest.FromString(value).resource_spans[0].scope_spans[0].spans
+        attributes = {kv.key: kv.value.string_value for kv in span.attributes}
+        counts[attributes["ragpulse.interaction.id"]] += 1
+    return counts
+
+
+def wait_for_results(broker: Broker, topic: str, expected: int, timeout: float) -> list[bytes]:
+    deadline = time.monotonic() + timeout
+    values: list[bytes] = []
+    while time.monotonic() < deadline:
+        values = consume_all(broker.bootstrap, topic, expected=expected, timeout=2)
+        if len(scored_ids(values)) >= expected:
+            break
+    return values
+
+
+def test_agent_killed_mid_stream_and_restarted_scores_every_interaction_once(
+    broker: Broker, redis: RedisServer, judge: FakeLLMServer
+) -> None:
+    topic, results = broker.create_topic(partitions=3), broker.create_topic(partitions=1)
+    group = f"crash-{uuid.uuid4().hex[:8]}"
+    spans = record_spans(40, service="crash-app")
+    expected = {f"{s.context.trace_id:032x}:{s.context.span_id:016x}" for s in spans}
+
+    first = start_agent(broker, topic, results, group, redis, judge)
+    try:
+        produce_otlp(broker.bootstrap, topic, spans)
+        # Let it score part of the stream, then kill it without warning.
+        first.wait_for(lambda s: s.total("ragpulse_score_count") >= 8, timeout=60)
+        first.process.send_signal(signal.SIGKILL)
+        first.process.wait(10)
+    finally:
+        first.kill()
+    done_before = scored_ids(consume_all(broker.bootstrap, results, expected=len(expected), timeout=3))
+    assert 0 < len(done_before) < len(expected), "the kill must land mid-stream"
+
+    second = start_agent(broker, topic, results, group, redis, judge)
+    try:
+        values = wait_for_results(broker, results, len(expected), timeout=120)
+        counts = scored_ids(values)
+        assert set(counts) == expected
+        assert all(n == 1 for n in counts.values()), [k for k, n in counts.items() if n > 1]
+        # Redelivered messages whose interactions were already scored were recognised as such.
+        scrape = second.wait_for(
+            lambda s: (
+                s.total("ragpulse_score_count") + s.total("ragpulse_duplicates_total")
+                >= len(expected) - len(done_before)
+            )
+        )
+        assert scrape.total("ragpulse_score_count") == len(expected) - len(done_before)
+        assert second.stop() == 0
+    finally:
+        second.kill()
+
+
+def test_two_replicas_share_partitions_and_score_each_interaction_once(
+    broker: Broker, redis: RedisServer, judge: FakeLLMServer
+) -> None:
+    topic, results = broker.create_topic(partitions=4), broker.create_topic(partitions=1)
+    group = f"pair-{uuid.uuid4().hex[:8]}"
+    replicas = [start_agent(broker, topic, results, group, redis, judge) for _ in range(2)]
+    try:
+        # Both replicas own partitions before traffic starts.
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            owned = [
+                r.wait_for(lambda s: True).value("ragpulse_kafka_assigned_partitions", topic=topic)
+                for r in replicas
+            ]
+            if all(owned) and sum(owned) == 4:  # type: ignore[arg-type]
+                break
+            time.sleep(0.5)
+        assert all(owned) and sum(owned) == 4, owned  # type: ignore[arg-type]
+
+        spans = record_spans(30, service="pair-app")
+        produce_otlp(broker.bootstrap, topic, spans)
+        counts = scored_ids(wait_for_results(broker, results, 30, timeout=120))
+        assert len(counts) == 30 and all(n == 1 for n in counts.values())
+        scored = [r.wait_for(lambda s: True).total("ragpulse_score_count") for r in replicas]
+        assert sum(scored) == 30 and all(n > 0 for n in scored), scored
+    finally:
+        # Stop one at a time: a group whose last two members leave together can wedge the test broker.
+        for replica in replicas:
+            replica.stop()
+            replica.kill()
