@@ -357,10 +357,11 @@ def build_agent(settings: Settings, registry: CollectorRegistry | None = None) -
         limit_service=LabelLimiter(settings.max_label_values),
         limit_route=LabelLimiter(settings.max_label_values),
     )
+    judge = build_judge(settings, telemetry)
     pipeline = Pipeline(
         assembler=SingleSpanAssembler([OpenInference()], labeller),
         sampler=sampler,
-        evaluator=Evaluator([METRICS[name]() for name in settings.metrics], build_judge(settings, telemetry)),
+        evaluator=Evaluator([METRICS[name]() for name in settings.metrics], judge),
         exporters=build_exporters(settings, telemetry),
         telemetry=telemetry,
         max_pending=settings.max_pending,
@@ -368,5 +369,6 @@ def build_agent(settings: Settings, registry: CollectorRegistry | None = None) -
         idempotency=idempotency,
     )
     source = build_source(settings, telemetry)
-    metrics_server = MetricsServer(telemetry.registry, *settings.metrics_address, ready=source.ready)
+    readiness = {"source": source.ready, "judge": judge.healthy}
+    metrics_server = MetricsServer(telemetry.registry, *settings.metrics_address, checks=readiness)
     return Agent(settings, telemetry, source, pipeline, budget, metrics_server, redis)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -40,11 +40,13 @@ class PrometheusExporter:
 class MetricsServer:
     """Serves /metrics for Prometheus, /healthz (process up) and /readyz (able to do work)."""
 
-    def __init__(self, registry: CollectorRegistry, host: str, port: int, ready: Callable[[], bool]) -> None:
+    def __init__(
+        self, registry: CollectorRegistry, host: str, port: int, checks: Mapping[str, Callable[[], bool]]
+    ) -> None:
         self._registry = registry
         self._host = host
         self._port = port
-        self._ready = ready
+        self._checks = dict(checks)
         self._runner: web.AppRunner | None = None
         self.bound_port: int | None = None
 
@@ -73,6 +75,7 @@ class MetricsServer:
         return web.Response(text="ok\n")
 
     async def _readyz(self, request: web.Request) -> web.Response:
-        if self._ready():
-            return web.Response(text="ready\n")
-        return web.Response(status=503, text="not ready\n")
+        # One line per check, so an operator sees which part is not ready (source, judge).
+        results = {name: check() for name, check in self._checks.items()}
+        body = "".join(f"{name}: {'ok' if ok else 'not ready'}\n" for name, ok in results.items())
+        return web.Response(status=200 if all(results.values()) else 503, text=body)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import signal
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -211,3 +212,48 @@ def test_bad_configuration_fails_fast_naming_the_setting() -> None:
     finally:
         agent.kill()
     assert "sample_rate" in agent.log() and "RAGPULSE_SAMPLE_RATE" in agent.log()
+
+
+def test_readyz_reports_an_open_judge_breaker_and_errors_are_not_scores() -> None:
+    from tests.fakes.llm_server import FakeLLMServer
+    from tests.support import http_get
+
+    with FakeLLMServer() as judge:
+        judge.fail_always("500")
+        agent = AgentProcess(
+            env={
+                "RAGPULSE_JUDGE_MODEL": "openai/judge-test",
+                "RAGPULSE_JUDGE_API_BASE": judge.api_base,
+                "RAGPULSE_JUDGE_API_KEY": "test-key",
+                "RAGPULSE_METRICS": "context_precision",
+                "RAGPULSE_JUDGE_MAX_RETRIES": "0",
+                "RAGPULSE_JUDGE_BREAKER_FAILURES": "2",
+                "RAGPULSE_JUDGE_BREAKER_COOLDOWN_SECONDS": "1",
+            }
+        )
+        try:
+            agent.wait_ready(timeout=60)
+            export_interactions(agent)
+            labels = {"service": "rag-app", "route": "rag.query", "metric": "context_precision"}
+            scrape = agent.wait_for(
+                lambda s: s.value("ragpulse_evaluations_total", outcome="error", **labels) == 3
+            )
+            assert scrape.value("ragpulse_evaluations_total", outcome="error", **labels) == 3
+            assert scrape.value("ragpulse_score_count", **labels) in (None, 0.0)
+            status, body = http_get(f"http://127.0.0.1:{agent.metrics_port}/readyz")
+            assert status == 503 and b"judge: not ready" in body and b"source: ok" in body
+
+            judge.fail_always(None)
+            time.sleep(1.2)  # the breaker's cooldown: the next call is a single probe
+            export_interactions(agent)
+            scrape = agent.wait_for(lambda s: (s.value("ragpulse_score_count", **labels) or 0) >= 1)
+            after_probe = scrape.value("ragpulse_score_count", **labels)
+            assert after_probe is not None and after_probe >= 1
+            assert http_get(f"http://127.0.0.1:{agent.metrics_port}/readyz")[0] == 200
+            # Closed again: everything is judged.
+            export_interactions(agent)
+            scrape = agent.wait_for(lambda s: s.value("ragpulse_score_count", **labels) == after_probe + 3)
+            assert scrape.value("ragpulse_score_count", **labels) == after_probe + 3
+            assert agent.stop() == 0
+        finally:
+            agent.kill()
