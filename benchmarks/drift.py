@@ -20,8 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent.drift import DriftConfig, DriftDetector  # noqa: E402
-from agent.metrics import context_precision_at_k  # noqa: E402
+from agent.drift import DriftConfig, DriftDetector
+from agent.metrics import context_precision_at_k
 
 Stream = Callable[[random.Random], float]
 
@@ -71,7 +71,9 @@ def false_alarms(stream: Stream, samples: int, config: DriftConfig, seed: int) -
     return onsets, judged
 
 
-def detection_delay(before: Stream, after: Stream, config: DriftConfig, seed: int, warmup: int = 1000) -> int | None:
+def detection_delay(
+    before: Stream, after: Stream, config: DriftConfig, seed: int, warmup: int = 1000
+) -> int | None:
     rng = random.Random(seed)
     detector = DriftDetector(config)
     for _ in range(warmup):
@@ -84,7 +86,9 @@ def detection_delay(before: Stream, after: Stream, config: DriftConfig, seed: in
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--stationary", type=int, default=1_000_000, help="scores per stationary stream")
     parser.add_argument("--streams", type=int, default=3, help="independent stationary streams per kind")
     parser.add_argument("--trials", type=int, default=300, help="change-point trials per stream kind")
@@ -102,7 +106,8 @@ def main() -> None:
         f"Beta(4,2) → Beta({a1:.2f},2)": (beta_stream(4.0, 2.0), beta_stream(a1, 2.0)),
     }
     print()
-    print(f"{'stream':<36} {'mean→after':>12} {'sd':>5} {'false alarms':>22} {'delay p50':>9} {'p95':>5} {'missed':>6}")
+    header = f"{'stream':<36} {'mean→after':>12} {'sd':>5} {'false alarms':>22}"
+    print(f"{header} {'delay p50':>9} {'p95':>5} {'missed':>6}")
     for name, (before, after) in kinds.items():
         rng = random.Random(5)
         sample = [before(rng) for _ in range(50_000)]
