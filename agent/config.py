@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 ENV_PREFIX = "RAGPULSE_"
 CONFIG_ENV = "RAGPULSE_CONFIG"
 
-LOCAL_JUDGES = ("lexical",)
+LOCAL_JUDGES = ("lexical", "embedding")
 
 
 class ConfigError(ValueError):
@@ -88,7 +88,9 @@ class Settings(BaseModel):
     )
 
     judge_model: str = Field(
-        "lexical", description="'lexical' for the built-in local judge, else a litellm model string."
+        "lexical",
+        description="'lexical' (built-in local judge), 'embedding' (local MiniLM judge, extra "
+        "ragpulse[embedding]), else a litellm model string.",
     )
     judge_api_base: str | None = Field(None, description="Base URL of an OpenAI-compatible judge.")
     judge_api_key: SecretStr | None = Field(None, description="API key passed to the judge.")

@@ -250,7 +250,15 @@ class CachedJudge:
             assessed.append(ChunkAssessment(usefulness, verdict, statements, relevant))
         return assessed
 
-    async def _whole(self, key: str, decode: Callable[[str], T], encode: Callable[[T], str], ask) -> T:  # type: ignore[no-untyped-def]
+    async def _whole(
+        self,
+        key: str,
+        decode: Callable[[str], T],
+        encode: Callable[[T], str],
+        ask: Callable[[], Awaitable[T]],
+    ) -> T:
+        """A question cached as a whole (claims depend on the whole response and context)."""
+
         async def answer() -> T:
             (cached,) = await self._lookup([key])
             self._count(1, cached is None)

@@ -25,6 +25,10 @@ def build_verdict_cache(settings: Settings, telemetry: Telemetry) -> VerdictCach
 
 def build_inner_judge(settings: Settings, telemetry: Telemetry) -> Judge:
     """The judge that does the work, without cache or instruments."""
+    if settings.judge_model == "embedding":
+        from agent.judges.embedding import EmbeddingJudge
+
+        return EmbeddingJudge()
     if settings.judge_is_local:
         return LexicalJudge()
     # Imported here: it loads litellm, which a local-judge deployment never needs.

@@ -353,11 +353,12 @@ class LLMJudgeOptions:
     breaker_cooldown: float = 30.0
     max_concurrency: int = 16
     structured_output: StructuredOutput = "auto"
+    # Passed to litellm.acompletion as is (e.g. provider-specific parameters).
     extra: dict[str, Any] = field(default_factory=dict)
 
 
 class _Retryable(Exception):
-    pass
+    """A transient failure (429, 5xx, timeout, connection): worth another attempt after a pause."""
 
 
 class LLMJudge:

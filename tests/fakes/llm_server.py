@@ -8,7 +8,7 @@ and tokens (cl100k tokenizer when available, else ~4 characters per token).
 
     server = FakeLLMServer(latency=0.3).start()   # server.api_base -> http://127.0.0.1:PORT/v1
     server.script("429", "malformed")             # the next two requests fail that way
-    python -m tests.fakes.llm_server --port 8001 --latency 0.3
+    python -m tests.fakes.llm_server --port 8001 --latency 0.3 [--fault 500]
 """
 
 from __future__ import annotations
@@ -294,8 +294,10 @@ def main() -> None:
     )
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--latency", type=float, default=0.0, help="seconds added to every response")
+    parser.add_argument("--fault", choices=FAULTS, default=None, help="fail every request this way")
     args = parser.parse_args()
     server = FakeLLMServer(args.port, args.latency)
+    server.fail_always(args.fault)
     print(f"fake LLM server on {server.api_base}", flush=True)
     with contextlib.suppress(KeyboardInterrupt):
         server._httpd.serve_forever()

@@ -317,3 +317,76 @@ def test_fake_server_runs_as_a_process() -> None:
     finally:
         process.terminate()
         process.wait(timeout=5)
+
+
+def test_cost_of_a_priced_model_is_counted(fake: FakeLLMServer) -> None:
+    # The test server answers for any model name; litellm prices gpt-4o-mini from its local map.
+    judge, telemetry = judge_for(fake, judge_model="openai/gpt-4o-mini")
+    asyncio.run(evaluate(judge, interaction()))
+    registry = telemetry.registry
+    prompt = registry.get_sample_value(
+        "ragpulse_judge_tokens_total", {"model": "openai/gpt-4o-mini", "kind": "prompt"}
+    )
+    completion = registry.get_sample_value(
+        "ragpulse_judge_tokens_total", {"model": "openai/gpt-4o-mini", "kind": "completion"}
+    )
+    assert (prompt, completion) == (fake.stats.prompt_tokens, fake.stats.completion_tokens)
+    cost = registry.get_sample_value("ragpulse_judge_cost_usd_total", {"model": "openai/gpt-4o-mini"})
+    assert cost is not None and cost > 0
+    assert (
+        registry.get_sample_value("ragpulse_judge_unpriced_calls_total", {"model": "openai/gpt-4o-mini"})
+        is None
+    )
+    # Where litellm knows the model supports it, the judge asks for a JSON schema.
+    assert fake.stats.requests[0]["response_format"]["type"] == "json_schema"
+
+
+def test_agent_process_scores_all_streaming_metrics_with_the_llm_judge(fake: FakeLLMServer) -> None:
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from tests.support import AgentProcess, openinference_single_span
+
+    agent = AgentProcess(
+        env={
+            "RAGPULSE_JUDGE_MODEL": MODEL,
+            "RAGPULSE_JUDGE_API_BASE": fake.api_base,
+            "RAGPULSE_JUDGE_API_KEY": "test-key",
+            "RAGPULSE_METRICS": ",".join(STREAMING_METRICS),
+        }
+    )
+    try:
+        agent.wait_ready()
+        memory = InMemorySpanExporter()
+        provider = TracerProvider(resource=Resource.create({"service.name": "rag-app"}))
+        provider.add_span_processor(SimpleSpanProcessor(memory))
+        for _ in range(2):  # the same interaction twice: the second is answered from the cache
+            openinference_single_span(provider.get_tracer("t"), query=QUERY, chunks=CHUNKS, response=RESPONSE)
+        exporter = OTLPSpanExporter(endpoint=agent.traces_url)
+        assert exporter.export(memory.get_finished_spans()) is SpanExportResult.SUCCESS
+        exporter.shutdown()
+
+        labels = {"service": "rag-app", "route": "rag.query"}
+        scrape = agent.wait_for(
+            lambda s: all(s.value("ragpulse_score_count", metric=m, **labels) == 2 for m in STREAMING_METRICS)
+        )
+        expected = {
+            "context_precision": 0.5,
+            "faithfulness": 0.5,
+            "context_relevancy": 1 / 6,
+            "answer_relevancy": 0.5,
+        }
+        for metric, value in expected.items():
+            assert scrape.value("ragpulse_score_sum", metric=metric, **labels) == pytest.approx(2 * value)
+            assert scrape.value("ragpulse_evaluations_total", metric=metric, outcome="ok", **labels) == 2
+        assert fake.stats.calls == 2
+        assert scrape.value("ragpulse_judge_requests_total", model=MODEL, outcome="ok") == 2
+        assert (
+            scrape.value("ragpulse_judge_tokens_total", model=MODEL, kind="prompt")
+            == fake.stats.prompt_tokens
+        )
+    finally:
+        agent.kill()
