@@ -238,7 +238,7 @@ class Agent:
     pipeline: Pipeline
     budget: BudgetController
     metrics_server: MetricsServer
-    redis: Any = None  # redis.asyncio client shared by idempotency keys and the budget, if configured
+    redis: Any = None  # the one redis.asyncio client (verdict cache, idempotency keys, budget), if configured
 
     async def start(self) -> None:
         await self.metrics_server.start()
@@ -357,7 +357,7 @@ def build_agent(settings: Settings, registry: CollectorRegistry | None = None) -
         limit_service=LabelLimiter(settings.max_label_values),
         limit_route=LabelLimiter(settings.max_label_values),
     )
-    judge = build_judge(settings, telemetry)
+    judge = build_judge(settings, telemetry, redis)
     pipeline = Pipeline(
         assembler=SingleSpanAssembler([OpenInference()], labeller),
         sampler=sampler,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from agent.config import Settings
 from agent.judges.base import Judge
 from agent.judges.cache import CachedJudge, MemoryVerdictCache, VerdictCache
@@ -10,13 +12,14 @@ from agent.judges.local import LexicalJudge
 from agent.telemetry import Telemetry
 
 
-def build_verdict_cache(settings: Settings, telemetry: Telemetry) -> VerdictCache:
+def build_verdict_cache(settings: Settings, telemetry: Telemetry, redis: Any = None) -> VerdictCache:
+    """Redis when configured (sharing `redis`, the agent's one client, if given), else in-process."""
     if settings.redis_url is None:
         return MemoryVerdictCache(settings.cache_max_entries)
     from agent.judges.redis_cache import RedisVerdictCache, redis_client
 
     return RedisVerdictCache(
-        redis_client(settings.redis_url),
+        redis if redis is not None else redis_client(settings.redis_url),
         settings.cache_ttl_seconds,
         telemetry,
         prefix=settings.cache_key_prefix,
@@ -49,10 +52,10 @@ def build_inner_judge(settings: Settings, telemetry: Telemetry) -> Judge:
     return LLMJudge(settings.judge_model, options, usage=telemetry)
 
 
-def build_judge(settings: Settings, telemetry: Telemetry) -> CachedJudge:
+def build_judge(settings: Settings, telemetry: Telemetry, redis: Any = None) -> CachedJudge:
     """The judge metrics use: verdict cache in front of an instrumented local or LLM judge.
 
     `healthy()` on the result is False while an LLM judge's circuit breaker is open.
     """
     judge: Judge = InstrumentedJudge(build_inner_judge(settings, telemetry), telemetry)
-    return CachedJudge(judge, build_verdict_cache(settings, telemetry), telemetry)
+    return CachedJudge(judge, build_verdict_cache(settings, telemetry, redis), telemetry)
