@@ -124,7 +124,9 @@ class Settings(BaseModel):
     )
 
     metrics: tuple[str, ...] = Field(
-        ("context_precision",), min_length=1, description="Metrics scored on sampled interactions."
+        ("context_precision", "context_relevancy", "faithfulness", "answer_relevancy"),
+        min_length=1,
+        description="Metrics scored on sampled interactions (the reference-free set by default).",
     )
     sample_rate: float = Field(1.0, ge=0.0, le=1.0, description="Fraction of interactions scored.")
     sample_rates: tuple[str, ...] = Field(

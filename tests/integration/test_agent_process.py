@@ -44,7 +44,8 @@ def chunks_for(pattern: tuple[int, ...], salt: int) -> list[str]:
 
 @pytest.fixture
 def agent() -> Iterator[AgentProcess]:
-    process = AgentProcess()
+    # One metric, so that judge call and cache counts below are exact.
+    process = AgentProcess(env={"RAGPULSE_METRICS": "context_precision"})
     try:
         process.wait_ready()
         yield process
@@ -187,6 +188,25 @@ def test_unsupported_content_type_is_415(agent: AgentProcess) -> None:
     status, reply, _ = http_post(agent.traces_url, b"hello", {"Content-Type": "text/plain"})
     assert status == 415
     assert "application/x-protobuf" in status_pb2.Status.FromString(reply).message
+
+
+def test_embedded_default_scores_the_four_reference_free_metrics() -> None:
+    agent = AgentProcess()
+    try:
+        agent.wait_ready()
+        export_interactions(agent)
+        metrics = ("context_precision", "context_relevancy", "faithfulness", "answer_relevancy")
+        scrape = agent.wait_for(lambda s: s.total("ragpulse_evaluations_total") == 12)
+        for metric in metrics:
+            labels = {"service": "rag-app", "route": "rag.query", "metric": metric}
+            assert scrape.value("ragpulse_evaluations_total", outcome="ok", **labels) == 3, metric
+            mean = scrape.value("ragpulse_score_sum", **labels) / 3
+            assert 0.0 <= mean <= 1.0
+        # Chunk questions are shared by precision and relevancy, claim checks by faithfulness and
+        # answer relevancy: two judge calls per interaction.
+        assert scrape.value("ragpulse_judge_requests_total", model="lexical", outcome="ok") == 6
+    finally:
+        agent.kill()
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
