@@ -14,7 +14,7 @@ def test_embedded_defaults() -> None:
     assert settings.metrics_address == ("127.0.0.1", 9464)
     assert settings.judge_model == "lexical" and settings.judge_is_local
     assert settings.redis_url is None
-    assert settings.metrics == ("context_precision",)
+    assert settings.metrics == ("context_precision", "context_relevancy", "faithfulness", "answer_relevancy")
 
 
 def test_precedence_is_flags_over_env_over_file(tmp_path: Path) -> None:
