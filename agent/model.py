@@ -78,6 +78,9 @@ class RagInteraction:
     reference: str | None = None
     end_time_unix_nano: int = 0
     attributes: Mapping[str, AttributeValue] = field(default_factory=dict)
+    # The conversation and the end user, when the app's instrumentation names them.
+    session_id: str | None = None
+    user_id: str | None = None
 
     @property
     def interaction_id(self) -> str:

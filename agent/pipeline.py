@@ -26,8 +26,11 @@ from agent.judges.local import LexicalJudge
 from agent.labels import LabelLimiter
 from agent.metrics import STREAMING_METRICS
 from agent.model import RagInteraction
-from agent.otlp.assemble import Assembler, Assembly, Labeller, SingleSpanAssembler
+from agent.otlp.assemble import Assembler, Assembly, Labeller, TraceAssembler
+from agent.otlp.conventions.genai import GenAI
+from agent.otlp.conventions.manual import Manual
 from agent.otlp.conventions.openinference import OpenInference
+from agent.otlp.conventions.openllmetry import OpenLLMetry
 from agent.otlp.decode import DecodedRequest
 from agent.sampling import Sampler, TraceIdRatioSampler
 from agent.sources.base import Source
@@ -37,6 +40,7 @@ from agent.telemetry import Telemetry
 log = logging.getLogger(__name__)
 
 _DEAD_LETTER_LOG_INTERVAL = 10.0  # seconds between log lines per reason; counters see every one
+_EXPIRY_TICKS_PER_WAIT = 10  # the assembler's wait is overrun by at most a tenth
 
 
 class Pipeline:
@@ -52,6 +56,7 @@ class Pipeline:
         telemetry: Telemetry,
         max_pending: int,
         concurrency: int,
+        assembly_wait_seconds: float = 30.0,
     ) -> None:
         self._assembler = assembler
         self._sampler = sampler
@@ -62,6 +67,8 @@ class Pipeline:
         self._concurrency = concurrency
         self._queue: asyncio.Queue[RagInteraction] = asyncio.Queue()
         self._workers: list[asyncio.Task[None]] = []
+        self._expiry: asyncio.Task[None] | None = None
+        self._expiry_interval = min(1.0, assembly_wait_seconds / _EXPIRY_TICKS_PER_WAIT)
         self._last_dead_letter_log: dict[str, float] = {}
 
     # -- Intake ---------------------------------------------------------------------------------
@@ -91,6 +98,10 @@ class Pipeline:
             telemetry.spans_assembled.inc(assembly.assembled_spans)
         for reason, count in assembly.skipped.items():
             telemetry.spans_skipped.labels(reason).inc(count)
+        for reason, count in assembly.evictions.items():
+            telemetry.assembler_evictions.labels(reason).inc(count)
+        telemetry.assembler_buffered_spans.set(assembly.buffered_spans)
+        telemetry.assembler_buffered_traces.set(assembly.buffered_traces)
         for interaction in assembly.interactions:
             labels = (interaction.service, interaction.route)
             telemetry.interactions.labels(*labels).inc()
@@ -108,6 +119,16 @@ class Pipeline:
         self._workers = [
             asyncio.create_task(self._work(), name=f"evaluate-{i}") for i in range(self._concurrency)
         ]
+        self._expiry = asyncio.create_task(self._expire(), name="assembly-expiry")
+
+    async def _expire(self) -> None:
+        """Tick the assembler so traces whose root never arrives are assembled after the wait."""
+        while True:
+            await asyncio.sleep(self._expiry_interval)
+            try:
+                self._take(self._assembler.expire(time.monotonic()))
+            except Exception:  # stage boundary: log and keep ticking
+                log.exception("assembly expiry failed")
 
     async def _work(self) -> None:
         while True:
@@ -124,6 +145,9 @@ class Pipeline:
 
     async def shutdown(self, timeout: float) -> None:
         """Flush the assembler, finish queued evaluations within `timeout`, then stop workers."""
+        if self._expiry is not None:
+            self._expiry.cancel()
+            await asyncio.gather(self._expiry, return_exceptions=True)
         self._take(self._assembler.flush())
         try:
             await asyncio.wait_for(self._queue.join(), timeout)
@@ -178,7 +202,14 @@ def build_agent(settings: Settings, registry: CollectorRegistry | None = None) -
         limit_route=LabelLimiter(settings.max_label_values),
     )
     pipeline = Pipeline(
-        assembler=SingleSpanAssembler([OpenInference()], labeller),
+        assembler=TraceAssembler(
+            [OpenInference(), OpenLLMetry(), GenAI(), Manual()],
+            labeller,
+            wait_seconds=settings.assembly_wait_seconds,
+            max_traces=settings.assembly_max_traces,
+            max_spans_per_trace=settings.assembly_max_spans_per_trace,
+            max_chunk_bytes=settings.assembly_max_chunk_bytes,
+        ),
         sampler=TraceIdRatioSampler(settings.sample_rate),
         evaluator=Evaluator(
             [STREAMING_METRICS[name]() for name in settings.metrics], build_judge(settings, telemetry)
@@ -187,6 +218,7 @@ def build_agent(settings: Settings, registry: CollectorRegistry | None = None) -
         telemetry=telemetry,
         max_pending=settings.max_pending,
         concurrency=settings.eval_concurrency,
+        assembly_wait_seconds=settings.assembly_wait_seconds,
     )
     source = OtlpHttpSource(*settings.otlp_address, max_body_bytes=settings.otlp_max_body_bytes)
     metrics_server = MetricsServer(telemetry.registry, *settings.metrics_address, ready=source.ready)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -66,6 +66,48 @@ def _pb_attributes(pairs: Any) -> dict[str, AttributeValue]:
     return {pair.key: _pb_value(pair.value) for pair in pairs}
 
 
+class PbAttributes(Mapping[str, AttributeValue]):
+    """A span's attributes read from the protobuf message only when asked for.
+
+    Converting every attribute of every span to Python values costs more than the rest of the
+    intake together, and the conventions read a handful of keys per span. This mapping indexes
+    the keys on first use and converts a value on each access; it keeps the decoded request alive
+    as long as it lives, so the assembler stores extracted parts, never these mappings.
+    """
+
+    __slots__ = ("_index", "_pairs")
+
+    def __init__(self, pairs: Any) -> None:
+        self._pairs = pairs
+        self._index: dict[str, Any] | None = None
+
+    def _keys(self) -> dict[str, Any]:
+        index = self._index
+        if index is None:
+            # Later duplicates win, as they would in a dict built from the pairs.
+            index = self._index = {pair.key: pair for pair in self._pairs}
+        return index
+
+    def __getitem__(self, key: str) -> AttributeValue:
+        return _pb_value(self._keys()[key].value)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        pair = self._keys().get(key)
+        return default if pair is None else _pb_value(pair.value)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._keys()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys())
+
+    def __len__(self) -> int:
+        return len(self._keys())
+
+    def __repr__(self) -> str:
+        return f"PbAttributes({dict(self.items())!r})"
+
+
 def _decode_protobuf(body: bytes) -> DecodedRequest:
     try:
         request = ExportTraceServiceRequest.FromString(body)
@@ -88,12 +130,13 @@ def _decode_protobuf(body: bytes) -> DecodedRequest:
                         name=pb.name,
                         start_time_unix_nano=pb.start_time_unix_nano,
                         end_time_unix_nano=pb.end_time_unix_nano,
-                        attributes=_pb_attributes(pb.attributes),
+                        attributes=PbAttributes(pb.attributes),
                         resource=resource,
                         events=tuple(
-                            SpanEvent(e.name, e.time_unix_nano, _pb_attributes(e.attributes))
-                            for e in pb.events
-                        ),
+                            SpanEvent(e.name, e.time_unix_nano, PbAttributes(e.attributes)) for e in pb.events
+                        )
+                        if pb.events
+                        else (),
                         scope_name=scope_name,
                     )
                 )

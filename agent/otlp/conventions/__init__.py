@@ -1,23 +1,27 @@
 """Convention adapters: read what a span contributes to a RAG interaction.
 
-Each instrumentation family (OpenInference, OpenLLMetry, OTel GenAI) names things differently;
-an adapter maps one family's attributes to `SpanParts` and nothing else, so the assembler never
-sees attribute names.
+Each instrumentation family (OpenInference, OpenLLMetry, OTel GenAI, the minimal hand-written
+layout) names things differently; an adapter maps one family's attributes to `SpanParts` and
+nothing else, so the assembler never sees attribute names. Adapters read only the keys they need:
+span attributes are decoded lazily, and reading every attribute would cost more than the rest of
+the intake together.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Protocol
+from typing import Any, Protocol
 
-from agent.model import Chunk, Span
+from agent.model import AttributeValue, Chunk, Span
 
 
 class Role(StrEnum):
-    CHAIN = "chain"
+    CHAIN = "chain"  # a workflow step; the outermost one usually holds the user's question
     RETRIEVER = "retriever"
-    RERANKER = "reranker"
+    RERANKER = "reranker"  # its output documents are the context the LLM saw
     LLM = "llm"
     OTHER = "other"
 
@@ -30,10 +34,21 @@ class SpanParts:
     query: str | None = None
     chunks: tuple[Chunk, ...] | None = None
     response: str | None = None
+    session_id: str | None = None
+    user_id: str | None = None
 
     @property
     def is_complete(self) -> bool:
-        return bool(self.query) and self.chunks is not None and self.response is not None
+        return bool(self.query) and bool(self.chunks) and self.response is not None
+
+    @property
+    def is_useful(self) -> bool:
+        """Whether assembly can use this span: anything else is counted `not_rag` on arrival."""
+        if self.role is Role.LLM:
+            return self.response is not None
+        if self.role in (Role.RETRIEVER, Role.RERANKER):
+            return bool(self.chunks)
+        return bool(self.query) or bool(self.chunks)
 
 
 class Convention(Protocol):
@@ -42,5 +57,60 @@ class Convention(Protocol):
     name: str
 
     def extract(self, span: Span) -> SpanParts | None:
-        """Return the span's parts, or None when the span does not follow this convention."""
+        """Return the span's parts, or None when the span does not follow this convention.
+
+        Must not raise on any attribute values: spans come from outside.
+        """
         ...
+
+
+# -- helpers shared by the adapters -----------------------------------------------------------
+
+
+def parse_json(value: AttributeValue) -> Any:
+    """The JSON document in a string attribute, or None when it is not JSON."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return json.loads(value)
+    except ValueError:
+        return None
+
+
+def text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def string_in(document: Any, keys: Sequence[str]) -> str | None:
+    """The first string under one of `keys` in a JSON object, or the document if it is a string."""
+    if isinstance(document, str):
+        return document
+    if isinstance(document, Mapping):
+        for key in keys:
+            value = document.get(key)
+            if isinstance(value, str):
+                return value
+    return None
+
+
+def identity(attributes: Mapping[str, AttributeValue], key: str) -> str | None:
+    value = attributes.get(key)
+    if isinstance(value, (str, int)) and not isinstance(value, bool) and value != "":
+        return str(value)
+    return None
+
+
+def chunk(content: Any, doc_id: Any = None, score: Any = None) -> Chunk | None:
+    if not isinstance(content, str):
+        return None
+    return Chunk(
+        content=content,
+        id=str(doc_id) if isinstance(doc_id, (str, int)) and not isinstance(doc_id, bool) else None,
+        score=number(score),
+    )
