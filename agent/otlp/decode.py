@@ -40,6 +40,26 @@ def decode_request(body: bytes, encoding: Encoding) -> DecodedRequest:
     return _decode_json(body)
 
 
+# The Collector's kafka exporter encodings for traces, and how their message values decode. Each
+# message value is one whole ExportTraceServiceRequest; the message key (the hex trace id when
+# `partition_traces_by_id` is on, else absent) is never needed.
+KAFKA_ENCODINGS: dict[str, Encoding] = {"otlp_proto": "protobuf", "otlp_json": "json"}
+
+
+def decode_kafka_value(value: bytes | None, encoding: str = "otlp_proto") -> DecodedRequest:
+    """Decode one Kafka message value written by the Collector's kafka exporter.
+
+    Raises:
+        ValueError: `encoding` is not one the exporter writes for traces (a configuration error).
+        UndecodableError: the value is not a request in that encoding (dead-letter the message).
+    """
+    if encoding not in KAFKA_ENCODINGS:
+        raise ValueError(f"unsupported kafka encoding {encoding!r}; use one of {sorted(KAFKA_ENCODINGS)}")
+    if value is None:  # a tombstone carries no spans
+        return DecodedRequest()
+    return decode_request(value, KAFKA_ENCODINGS[encoding])
+
+
 # -- protobuf -------------------------------------------------------------------------------------
 
 
