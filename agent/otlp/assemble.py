@@ -173,8 +173,11 @@ class TraceAssembler:
         # Group first, so that a trace whose spans share one request keeps all its links even
         # when the linking spans come before the first useful one.
         batch: dict[str, list[tuple[Span, SpanParts | None]]] = {}
+        resource, is_self = None, False
         for span in spans:
-            if _is_self(span):
+            if span.resource is not resource:  # spans of one request share a few resources
+                resource, is_self = span.resource, _is_self(span)
+            if is_self:
                 out.skipped[SELF] += 1
                 continue
             parts = self._extract(span)
@@ -185,6 +188,8 @@ class TraceAssembler:
         for trace_id, members in batch.items():
             trace = self._traces.get(trace_id)
             if trace is None:
+                if len(members) == 1 and self._single(members[0], out):
+                    continue
                 if all(parts is None for _, parts in members):
                     out.skipped[NOT_RAG] += len(members)
                     continue
@@ -223,6 +228,30 @@ class TraceAssembler:
             if parts is not None:
                 return parts
         return None
+
+    def _single(self, member: tuple[Span, SpanParts | None], out: Assembly) -> bool:
+        """The single-span layout as a whole trace: emit at once, without buffering."""
+        span, parts = member
+        if parts is None or span.parent_span_id is not None or not parts.is_complete:
+            return False
+        assert parts.query is not None and parts.chunks is not None
+        labeller = self._labeller
+        out.assembled_spans += 1
+        out.interactions.append(
+            RagInteraction(
+                trace_id=span.trace_id,
+                span_id=span.span_id,
+                query=parts.query,
+                chunks=parts.chunks,
+                response=parts.response,
+                service=labeller.service(span.resource.service_name),
+                route=labeller.route(labeller.route_hint(span) or span.name),
+                end_time_unix_nano=span.end_time_unix_nano,
+                session_id=parts.session_id,
+                user_id=parts.user_id,
+            )
+        )
+        return True
 
     def _open(self, trace_id: str, now: float, out: Assembly) -> _Trace:
         while len(self._traces) >= self._max_traces:

@@ -112,8 +112,14 @@ class PbAttributes(Mapping[str, AttributeValue]):
         return _pb_value(self._keys()[key].value)
 
     def get(self, key: str, default: Any = None) -> Any:
-        pair = self._keys().get(key)
-        return default if pair is None else _pb_value(pair.value)
+        # The conventions' hot path: one dict lookup, strings converted inline.
+        pair = (self._index or self._keys()).get(key)
+        if pair is None:
+            return default
+        value = pair.value
+        if value.WhichOneof("value") == "string_value":
+            return value.string_value
+        return _pb_value(value)
 
     def __contains__(self, key: object) -> bool:
         return key in self._keys()

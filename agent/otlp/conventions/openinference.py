@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from agent.model import AttributeValue, Chunk, Span
-from agent.otlp.conventions import Role, SpanParts, chunk, identity, parse_json, string_in
+from agent.otlp.conventions import Role, SpanParts, identity, parse_json, string_in
 
 KIND = "openinference.span.kind"
 _KINDS = {
@@ -30,6 +30,7 @@ _RERANKED = "reranker.output_documents"
 _QUERY_KEYS = ("query", "question", "input", "query_str", "user_input")
 _RESPONSE_KEYS = ("response", "output", "answer", "text", "result")
 _MAX_DOCUMENTS = 1000  # a bound on the index walk, far above any real top-k
+_PRECOMPUTED = 64
 
 
 def _value(attributes: Mapping[str, AttributeValue], prefix: str, keys: tuple[str, ...]) -> str | None:
@@ -43,23 +44,46 @@ def _value(attributes: Mapping[str, AttributeValue], prefix: str, keys: tuple[st
     return string_in(parse_json(value), keys)
 
 
+def _document_keys(prefix: str, index: int) -> tuple[str, str, str, str]:
+    base = f"{prefix}.{index}.document."
+    return base + "content", base + "score", base + "id", base + "metadata"
+
+
+# Keys of the first documents, formatted once: this runs for every span of every trace.
+_KEYS = {
+    prefix: [_document_keys(prefix, index) for index in range(_PRECOMPUTED)]
+    for prefix in (_RETRIEVED, _RERANKED)
+}
+
+
 def _documents(attributes: Mapping[str, AttributeValue], prefix: str) -> tuple[Chunk, ...] | None:
     """Documents `<prefix>.<N>.document.*` in index order; None when the span lists none."""
     chunks: list[Chunk] = []
+    precomputed = _KEYS[prefix]
+    get = attributes.get
     for index in range(_MAX_DOCUMENTS):
-        base = f"{prefix}.{index}.document."
-        content = attributes.get(base + "content")
+        content_key, score_key, id_key, metadata_key = (
+            precomputed[index] if index < _PRECOMPUTED else _document_keys(prefix, index)
+        )
+        content = get(content_key)
         if content is None:
             break
-        score = attributes.get(base + "score")
+        if not isinstance(content, str):
+            continue
+        score = get(score_key)
         if score is None:
             # The LangChain instrumentor has no score attribute; retrievers that score put it
             # in the document's metadata.
-            metadata = parse_json(attributes.get(base + "metadata"))
+            metadata = parse_json(get(metadata_key))
             score = metadata.get("score") if isinstance(metadata, dict) else None
-        found = chunk(content, attributes.get(base + "id"), score)
-        if found is not None:
-            chunks.append(found)
+        doc_id = get(id_key)
+        chunks.append(
+            Chunk(
+                content,
+                doc_id if isinstance(doc_id, str) else (str(doc_id) if isinstance(doc_id, int) else None),
+                float(score) if isinstance(score, (float, int)) and not isinstance(score, bool) else None,
+            )
+        )
     return tuple(chunks) if chunks else None
 
 
