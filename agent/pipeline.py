@@ -26,6 +26,7 @@ from agent.judges.local import LexicalJudge
 from agent.labels import LabelLimiter
 from agent.metrics import STREAMING_METRICS
 from agent.model import RagInteraction
+from agent.otlp import mark_own_telemetry
 from agent.otlp.assemble import Assembler, Assembly, Labeller, TraceAssembler
 from agent.otlp.conventions.genai import GenAI
 from agent.otlp.conventions.manual import Manual
@@ -173,6 +174,7 @@ class Agent:
     metrics_server: MetricsServer
 
     async def start(self) -> None:
+        mark_own_telemetry()  # any OpenTelemetry SDK set up in this process tags its spans as ours
         await self.metrics_server.start()
         await self.pipeline.start()
         await self.source.start(self.pipeline)

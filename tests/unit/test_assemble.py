@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agent.labels import OVERFLOW
-from agent.otlp import SELF_RESOURCE_ATTRIBUTE
+from agent.otlp import SELF_RESOURCE_ATTRIBUTE, mark_own_telemetry
 from agent.otlp.assemble import (
     DUPLICATE,
     EVICTED,
@@ -265,3 +265,16 @@ def test_non_rag_traffic_is_not_buffered() -> None:
         pass
     out = assembler().add(decoded(recorder.spans()))
     assert out.skipped == {NOT_RAG: 2} and out.buffered_traces == 0
+
+
+def test_the_agent_marks_its_process_so_the_sdk_tags_its_own_spans(monkeypatch: pytest.MonkeyPatch) -> None:
+    environ = {"OTEL_RESOURCE_ATTRIBUTES": "team=search"}
+    mark_own_telemetry(environ)
+    mark_own_telemetry(environ)  # idempotent
+    assert environ["OTEL_RESOURCE_ATTRIBUTES"] == "team=search,ragpulse.agent=true"
+    # An SDK set up later in the agent's process (e.g. litellm's callback) tags its resource:
+    monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", environ["OTEL_RESOURCE_ATTRIBUTES"])
+    own = Recorder("ragpulse")
+    assert own.provider.resource.attributes[SELF_RESOURCE_ATTRIBUTE] == "true"
+    rag_trace(own)
+    assert assembler().add(decoded(own.spans())).skipped == {SELF: 3}
