@@ -145,3 +145,72 @@ def test_spans_split_across_messages_and_shuffled_assemble_the_same(stack: str) 
         assert interaction.query == row["expected_query"]
         assert [c.content for c in interaction.chunks] == row["expected_chunks"]
         assert interaction.response == row["expected_response"]
+
+
+def one_request_per_span(body: bytes) -> list[bytes]:
+    """Split a fixture request into one request per span (same resource and scope), root first."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    request = ExportTraceServiceRequest.FromString(body)
+    out = []
+    for resource_spans in request.resource_spans:
+        for scope_spans in resource_spans.scope_spans:
+            for span in reversed(scope_spans.spans):  # fixtures list spans in end order: reverse it
+                single = ExportTraceServiceRequest()
+                rs = single.resource_spans.add()
+                rs.resource.CopyFrom(resource_spans.resource)
+                ss = rs.scope_spans.add()
+                ss.scope.CopyFrom(scope_spans.scope)
+                ss.spans.add().CopyFrom(span)
+                out.append(single.SerializeToString())
+    return out
+
+
+@pytest.mark.integration
+def test_the_agent_assembles_fixture_traces_sent_span_by_span_and_without_roots() -> None:
+    """Through the real agent: each span its own OTLP/HTTP request, roots first (out of order);
+    for the LangChain + OpenInference traces the roots are withheld, so only the bounded wait
+    assembles them."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    from tests.support import AgentProcess, http_post
+
+    agent = AgentProcess(env={"RAGPULSE_ASSEMBLY_WAIT_SECONDS": "1"})
+    sent = 0
+    try:
+        agent.wait_ready()
+        for stack in sorted(STACKS):
+            for body in bodies(stack, "protobuf").values():
+                for request in one_request_per_span(body):
+                    span = (
+                        ExportTraceServiceRequest.FromString(request)
+                        .resource_spans[0]
+                        .scope_spans[0]
+                        .spans[0]
+                    )
+                    if stack == "langchain_openinference" and not span.parent_span_id:
+                        continue
+                    status, _, _ = http_post(
+                        agent.traces_url, request, {"Content-Type": "application/x-protobuf"}
+                    )
+                    assert status == 200
+                    sent += 1
+        scrape = agent.wait_for(
+            lambda s: (
+                s.total("ragpulse_interactions_total") == 24
+                and s.value("ragpulse_assembler_buffered_spans") == 0
+            ),
+            timeout=30,
+        )
+    finally:
+        agent.kill()
+    for stack, (service, route, _) in STACKS.items():
+        if stack == "langchain_openinference":
+            route = "FakeListChatModel"  # no root: the outermost known ancestor of the call is itself
+        assert scrape.value("ragpulse_interactions_total", service=service, route=route) == 8, stack
+    assert scrape.value("ragpulse_spans_received_total", source="otlp_http") == sent
+    assert sent == (
+        scrape.value("ragpulse_spans_assembled_total")
+        + scrape.total("ragpulse_spans_skipped_total")
+        + scrape.total("ragpulse_dead_letters_total")
+    )
