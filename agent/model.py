@@ -49,6 +49,14 @@ class Span:
     resource: Resource
     events: tuple[SpanEvent, ...] = ()
     scope_name: str = ""
+    # The attributes the conventions read (keys under `agent.otlp.conventions.KNOWN_PREFIXES`),
+    # converted when the span is decoded; a subset of `attributes`, which decodes the rest lazily.
+    # None when the span was built without it: readers fall back to `attributes`.
+    known: Mapping[str, AttributeValue] | None = None
+
+    @property
+    def convention_attributes(self) -> Mapping[str, AttributeValue]:
+        return self.known if self.known is not None else self.attributes
 
 
 @dataclass(frozen=True, slots=True)

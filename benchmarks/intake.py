@@ -34,7 +34,7 @@ from agent.otlp.conventions.genai import GenAI
 from agent.otlp.conventions.manual import Manual
 from agent.otlp.conventions.openinference import OpenInference
 from agent.otlp.conventions.openllmetry import OpenLLMetry
-from agent.otlp.decode import decode_request
+from agent.otlp.decode import _pb_value, decode_request
 
 BATCH = 50
 CHUNKS = 5
@@ -152,7 +152,14 @@ def main() -> None:
             return assembler.add(decode_request(body, "protobuf").spans)
 
         def full_dicts(body: bytes = body) -> object:
-            return [dict(span.attributes) for span in decode_request(body, "protobuf").spans]
+            # The design not taken: every attribute of every span as a Python value.
+            request = ExportTraceServiceRequest.FromString(body)
+            return [
+                {pair.key: _pb_value(pair.value) for pair in span.attributes}
+                for resource_spans in request.resource_spans
+                for scope_spans in resource_spans.scope_spans
+                for span in scope_spans.spans
+            ]
 
         bare = rate(lambda body=body: ExportTraceServiceRequest.FromString(body), args.seconds)
         whole = rate(intake, args.seconds)
@@ -160,7 +167,7 @@ def main() -> None:
         print(
             f"{label:12s} {len(body) / 1024:6.0f} KiB/batch  "
             f"bare parse {bare:9,.0f} spans/s  |  decode+extract+assemble {whole:8,.0f} spans/s  "
-            f"|  decode with every attribute as a dict {dicts:8,.0f} spans/s"
+            f"|  parse + every attribute as a dict {dicts:8,.0f} spans/s"
         )
 
 

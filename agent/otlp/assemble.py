@@ -27,7 +27,7 @@ from typing import Protocol
 
 from agent.model import Chunk, RagInteraction, Span
 from agent.otlp import SELF_RESOURCE_ATTRIBUTE
-from agent.otlp.conventions import Convention, Role, SpanParts
+from agent.otlp.conventions import KNOWN_PREFIXES, Convention, Role, SpanParts
 
 # Reasons a span yields no interaction; they label ragpulse_spans_skipped_total.
 NOT_RAG = "not_rag"  # carries nothing an interaction uses (or nothing its trace's interactions used)
@@ -81,14 +81,15 @@ class Labeller:
         limit_route: Callable[[str], str],
     ) -> None:
         self._route_attributes = tuple(route_attributes)
+        self._known = {name for name in self._route_attributes if name.startswith(KNOWN_PREFIXES)}
         self._limit_service = limit_service
         self._limit_route = limit_route
 
     def route_hint(self, span: Span) -> str | None:
         """The first configured route attribute the span carries, unbounded."""
-        attributes = span.attributes
         for name in self._route_attributes:
-            value = attributes.get(name)
+            # Known keys were converted at decode time; others are read from the message.
+            value = (span.convention_attributes if name in self._known else span.attributes).get(name)
             if isinstance(value, str) and value:
                 return value
         return None

@@ -19,6 +19,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from agent.model import AttributeValue, Resource, Span, SpanEvent
+from agent.otlp.conventions import KNOWN_PREFIXES
 
 Encoding = Literal["protobuf", "json"]
 
@@ -86,6 +87,19 @@ def _pb_attributes(pairs: Any) -> dict[str, AttributeValue]:
     return {pair.key: _pb_value(pair.value) for pair in pairs}
 
 
+def _pb_known(pairs: Any) -> dict[str, AttributeValue]:
+    """The attributes the conventions read, converted; the hot loop of the whole intake."""
+    known: dict[str, AttributeValue] = {}
+    for pair in pairs:
+        key = pair.key
+        if key.startswith(KNOWN_PREFIXES):
+            value = pair.value
+            known[key] = (
+                value.string_value if value.WhichOneof("value") == "string_value" else _pb_value(value)
+            )
+    return known
+
+
 class PbAttributes(Mapping[str, AttributeValue]):
     """A span's attributes read from the protobuf message only when asked for.
 
@@ -117,8 +131,11 @@ class PbAttributes(Mapping[str, AttributeValue]):
         if pair is None:
             return default
         value = pair.value
-        if value.WhichOneof("value") == "string_value":
+        kind = value.WhichOneof("value")
+        if kind == "string_value":
             return value.string_value
+        if kind == "double_value":
+            return value.double_value
         return _pb_value(value)
 
     def __contains__(self, key: object) -> bool:
@@ -157,6 +174,7 @@ def _decode_protobuf(body: bytes) -> DecodedRequest:
                         start_time_unix_nano=pb.start_time_unix_nano,
                         end_time_unix_nano=pb.end_time_unix_nano,
                         attributes=PbAttributes(pb.attributes),
+                        known=_pb_known(pb.attributes),
                         resource=resource,
                         events=tuple(
                             SpanEvent(e.name, e.time_unix_nano, PbAttributes(e.attributes)) for e in pb.events
@@ -245,6 +263,7 @@ def _json_span(raw: Mapping[str, Any], resource: Resource, scope_name: str) -> S
     span_id = _json_id(raw.get("spanId"), 8)
     if trace_id is None or span_id is None or trace_id == "0" * 32:
         return None
+    attributes = _json_attributes(raw.get("attributes", []))
     return Span(
         trace_id=trace_id,
         span_id=span_id,
@@ -252,7 +271,8 @@ def _json_span(raw: Mapping[str, Any], resource: Resource, scope_name: str) -> S
         name=str(raw.get("name", "")),
         start_time_unix_nano=_json_int(raw.get("startTimeUnixNano", 0)),
         end_time_unix_nano=_json_int(raw.get("endTimeUnixNano", 0)),
-        attributes=_json_attributes(raw.get("attributes", [])),
+        attributes=attributes,
+        known={key: value for key, value in attributes.items() if key.startswith(KNOWN_PREFIXES)},
         resource=resource,
         events=tuple(
             SpanEvent(

@@ -2,9 +2,8 @@
 
 Each instrumentation family (OpenInference, OpenLLMetry, OTel GenAI, the minimal hand-written
 layout) names things differently; an adapter maps one family's attributes to `SpanParts` and
-nothing else, so the assembler never sees attribute names. Adapters read only the keys they need:
-span attributes are decoded lazily, and reading every attribute would cost more than the rest of
-the intake together.
+nothing else, so the assembler never sees attribute names. Adapters read
+`span.convention_attributes`, which holds the keys under `KNOWN_PREFIXES`.
 """
 
 from __future__ import annotations
@@ -16,6 +15,25 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from agent.model import AttributeValue, Chunk, Span
+
+# Every span attribute a convention reads starts with one of these. The decoder converts exactly
+# these keys to Python values up front (into `Span.known`) and leaves the rest in the protobuf
+# message until someone asks: converting every attribute of every span would cost more than the
+# rest of the intake together.
+KNOWN_PREFIXES = (
+    # OpenInference
+    "openinference.span.kind", "input.", "output.", "retrieval.documents.", "reranker.",
+    "llm.input_messages.", "llm.output_messages.", "session.id", "user.id",
+    # OpenLLMetry / Traceloop
+    "traceloop.span.kind", "traceloop.entity.input", "traceloop.entity.output",
+    "traceloop.association.properties.session_id", "traceloop.association.properties.user_id",
+    "gen_ai.prompt.", "gen_ai.completion.", "db.query.text", "db.statement",
+    # OpenTelemetry GenAI
+    "gen_ai.operation.name", "gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.retrieval.",
+    "gen_ai.conversation.id",
+    # the minimal layout, and the default route attribute
+    "ragpulse.", "http.route",
+)  # fmt: skip
 
 
 class Role(StrEnum):

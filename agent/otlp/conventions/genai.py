@@ -110,7 +110,7 @@ class GenAI:
     name = "genai"
 
     def extract(self, span: Span) -> SpanParts | None:
-        attributes = span.attributes
+        attributes = span.convention_attributes
         operation = attributes.get(OPERATION)
         if isinstance(operation, str):
             role = _OPERATIONS.get(operation, Role.OTHER)

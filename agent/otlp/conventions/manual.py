@@ -45,7 +45,7 @@ class Manual:
     name = "manual"
 
     def extract(self, span: Span) -> SpanParts | None:
-        attributes = span.attributes
+        attributes = span.convention_attributes
         query = text(attributes.get(QUERY))
         response = text(attributes.get(RESPONSE))
         chunks = _chunks(attributes.get(CHUNKS), attributes.get(CHUNK_IDS), attributes.get(CHUNK_SCORES))

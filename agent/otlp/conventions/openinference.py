@@ -29,16 +29,20 @@ _RERANKED = "reranker.output_documents"
 # (LangChain chains, LlamaIndex query engines).
 _QUERY_KEYS = ("query", "question", "input", "query_str", "user_input")
 _RESPONSE_KEYS = ("response", "output", "answer", "text", "result")
+_VALUE = {"input": "input.value", "output": "output.value"}
+_MIME_TYPE = {"input": "input.mime_type", "output": "output.mime_type"}
+_JSON_START = ("{", "[", '"')
 _MAX_DOCUMENTS = 1000  # a bound on the index walk, far above any real top-k
 _PRECOMPUTED = 64
 
 
 def _value(attributes: Mapping[str, AttributeValue], prefix: str, keys: tuple[str, ...]) -> str | None:
     """`input.value` / `output.value` as text: plain text as is, JSON by a known key."""
-    value = attributes.get(f"{prefix}.value")
+    value = attributes.get(_VALUE[prefix])
     if not isinstance(value, str):
         return None
-    if attributes.get(f"{prefix}.mime_type") != "application/json":
+    # Only text that opens like JSON can be JSON; skip the mime-type lookup for the rest.
+    if value[:1] not in _JSON_START or attributes.get(_MIME_TYPE[prefix]) != "application/json":
         return value
     # A JSON value without a known key is an object the framework passed along, not the text.
     return string_in(parse_json(value), keys)
@@ -105,7 +109,7 @@ class OpenInference:
     name = "openinference"
 
     def extract(self, span: Span) -> SpanParts | None:
-        attributes = span.attributes
+        attributes = span.convention_attributes
         kind = attributes.get(KIND)
         if not isinstance(kind, str):
             # A span without a kind but with documents is the single-span layout some apps

@@ -87,7 +87,7 @@ class OpenLLMetry:
     name = "openllmetry"
 
     def extract(self, span: Span) -> SpanParts | None:
-        attributes = span.attributes
+        attributes = span.convention_attributes
         kind = attributes.get(SPAN_KIND)
         session_id = identity(attributes, _ASSOCIATION + "session_id")
         user_id = identity(attributes, _ASSOCIATION + "user_id")
