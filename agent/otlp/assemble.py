@@ -186,6 +186,7 @@ class TraceAssembler:
                 parts = None
             batch.setdefault(span.trace_id, []).append((span, parts))
         now = self._clock()
+        touched = []
         for trace_id, members in batch.items():
             trace = self._traces.get(trace_id)
             if trace is None:
@@ -196,8 +197,9 @@ class TraceAssembler:
                     continue
                 trace = self._open(trace_id, now, out)
             self._take(trace_id, trace, members, out)
-        for trace_id in batch:
-            trace = self._traces.get(trace_id)
+            touched.append(trace_id)
+        for trace_id in touched:
+            trace = self._traces.get(trace_id)  # gone if evicted by a later trace of this batch
             if trace is not None and trace.has_root:
                 self._finish(trace_id, trace, out, give_up=False)
         self._enforce_bytes(out)

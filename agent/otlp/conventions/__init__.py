@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from agent.model import AttributeValue, Chunk, Span
 
@@ -44,9 +43,12 @@ class Role(StrEnum):
     OTHER = "other"
 
 
-@dataclass(frozen=True, slots=True)
-class SpanParts:
-    """The pieces of a RagInteraction one span carries; None means "this span does not say"."""
+class SpanParts(NamedTuple):
+    """The pieces of a RagInteraction one span carries; None means "this span does not say".
+
+    Immutable like the values in agent/model.py; a named tuple because one is built for every
+    span received, and it builds several times faster than a frozen dataclass.
+    """
 
     role: Role
     query: str | None = None
