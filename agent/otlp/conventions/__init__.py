@@ -18,10 +18,10 @@ from agent.model import AttributeValue, Chunk, Span
 # Every span attribute a convention reads starts with one of these. The decoder converts exactly
 # these keys to Python values up front (into `Span.known`) and leaves the rest in the protobuf
 # message until someone asks: converting every attribute of every span would cost more than the
-# rest of the intake together.
+# rest of the intake together. The most frequent keys come first: str.startswith tries in order.
 KNOWN_PREFIXES = (
     # OpenInference
-    "openinference.span.kind", "input.", "output.", "retrieval.documents.", "reranker.",
+    "retrieval.documents.", "input.", "output.", "openinference.span.kind", "reranker.",
     "llm.input_messages.", "llm.output_messages.", "session.id", "user.id",
     # OpenLLMetry / Traceloop
     "traceloop.span.kind", "traceloop.entity.input", "traceloop.entity.output",
