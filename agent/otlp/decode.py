@@ -3,6 +3,10 @@
 JSON follows the OTLP/JSON rules rather than protobuf's generic JSON mapping: trace and span ids
 are hex strings (protobuf's `json_format.Parse` would base64-decode them into wrong bytes),
 64-bit integers arrive as strings or numbers, field names are lowerCamelCase.
+
+Protobuf spans convert only the attributes the conventions read (`Span.known`, keys under
+`KNOWN_PREFIXES`) when decoded; `Span.attributes` converts the others on access. Kafka message
+values written by the Collector's kafka exporter decode with `decode_kafka_value`.
 """
 
 from __future__ import annotations

@@ -331,3 +331,85 @@ def test_manual_parts_on_separate_spans_join_like_any_convention() -> None:
     assert (interaction.query, interaction.response) == (QUERY, RESPONSE)
     assert [c.content for c in interaction.chunks] == DOCS
     assert interaction.span_id == format(recorder.spans()[1].context.span_id, "016x")
+
+
+def test_genai_structured_message_values_in_otlp_json() -> None:
+    """Newer SDKs send messages as structured AnyValues (arrayValue of kvlistValue), not JSON text."""
+
+    def kv(key: str, value: dict) -> dict:
+        return {"key": key, "value": value}
+
+    def message(role: str, text: str) -> dict:
+        part = {
+            "kvlistValue": {
+                "values": [kv("type", {"stringValue": "text"}), kv("content", {"stringValue": text})]
+            }
+        }
+        return {
+            "kvlistValue": {
+                "values": [kv("role", {"stringValue": role}), kv("parts", {"arrayValue": {"values": [part]}})]
+            }
+        }
+
+    documents = {
+        "arrayValue": {
+            "values": [
+                {
+                    "kvlistValue": {
+                        "values": [
+                            kv("id", {"stringValue": f"d{i}"}),
+                            kv("score", {"doubleValue": 0.5}),
+                            kv("content", {"stringValue": doc}),
+                        ]
+                    }
+                }
+                for i, doc in enumerate(DOCS)
+            ]
+        }
+    }
+    trace_id = "0af7651916cd43dd8448eb211c80319c"
+    spans = [
+        {
+            "traceId": trace_id,
+            "spanId": "b7ad6b7169203331",
+            "name": "retrieval kb",
+            "parentSpanId": "00f067aa0ba902b7",
+            "startTimeUnixNano": "1",
+            "endTimeUnixNano": "2",
+            "attributes": [
+                kv("gen_ai.operation.name", {"stringValue": "retrieval"}),
+                kv("gen_ai.retrieval.documents", documents),
+            ],
+        },
+        {
+            "traceId": trace_id,
+            "spanId": "c7ad6b7169203331",
+            "name": "chat m",
+            "parentSpanId": "00f067aa0ba902b7",
+            "startTimeUnixNano": "3",
+            "endTimeUnixNano": "4",
+            "attributes": [
+                kv("gen_ai.operation.name", {"stringValue": "chat"}),
+                kv("gen_ai.input.messages", {"arrayValue": {"values": [message("user", QUERY)]}}),
+                kv("gen_ai.output.messages", {"arrayValue": {"values": [message("assistant", RESPONSE)]}}),
+            ],
+        },
+        {
+            "traceId": trace_id,
+            "spanId": "00f067aa0ba902b7",
+            "name": "POST /chat",
+            "startTimeUnixNano": "0",
+            "endTimeUnixNano": "5",
+            "attributes": [kv("http.route", {"stringValue": "/chat"})],
+        },
+    ]
+    body = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}).encode()
+    from agent.otlp.decode import decode_request
+
+    out = assembler().add(decode_request(body, "json").spans)
+    (interaction,) = out.interactions
+    assert (interaction.query, interaction.response, interaction.route) == (QUERY, RESPONSE, "/chat")
+    assert [(c.content, c.id, c.score) for c in interaction.chunks] == [
+        (d, f"d{i}", 0.5) for i, d in enumerate(DOCS)
+    ]
+    assert interaction.span_id == "c7ad6b7169203331"
