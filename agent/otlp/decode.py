@@ -98,9 +98,8 @@ def _pb_known(pairs: Any) -> dict[str, AttributeValue]:
         key = pair.key
         if key.startswith(KNOWN_PREFIXES):
             value = pair.value
-            known[key] = (
-                value.string_value if value.WhichOneof("value") == "string_value" else _pb_value(value)
-            )
+            # A non-empty string_value can only mean the string member of the oneof is set.
+            known[key] = value.string_value or _pb_value(value)
     return known
 
 
