@@ -152,6 +152,24 @@ class Settings(BaseModel):
         ("http.route",),
         description="Span attributes tried in order for the route label; the span name is the fallback.",
     )
+    assembly_wait_seconds: float = Field(
+        30.0,
+        gt=0,
+        description="How long a trace's spans wait for the rest of the trace (its root, the LLM call) "
+        "before the trace is assembled from what arrived.",
+    )
+    assembly_max_traces: int = Field(
+        10_000, gt=0, description="Traces buffered at once; beyond it the oldest is evicted (counted)."
+    )
+    assembly_max_spans_per_trace: int = Field(
+        1_000, gt=0, description="Spans kept per buffered trace; later spans of a full trace are evicted."
+    )
+    assembly_max_chunk_bytes: int = Field(
+        256 * 1024 * 1024,
+        gt=0,
+        description="Bytes of text (chunks, queries, responses) buffered across traces; beyond it the "
+        "oldest traces are evicted.",
+    )
     max_label_values: int = Field(
         100, gt=0, description="Distinct values per label (service, route) before '__other__'."
     )

@@ -49,6 +49,14 @@ class Span:
     resource: Resource
     events: tuple[SpanEvent, ...] = ()
     scope_name: str = ""
+    # The attributes the conventions read (keys under `agent.otlp.conventions.KNOWN_PREFIXES`),
+    # converted when the span is decoded; a subset of `attributes`, which decodes the rest lazily.
+    # None when the span was built without it: readers fall back to `attributes`.
+    known: Mapping[str, AttributeValue] | None = None
+
+    @property
+    def convention_attributes(self) -> Mapping[str, AttributeValue]:
+        return self.known if self.known is not None else self.attributes
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +86,9 @@ class RagInteraction:
     reference: str | None = None
     end_time_unix_nano: int = 0
     attributes: Mapping[str, AttributeValue] = field(default_factory=dict)
+    # The conversation and the end user, when the app's instrumentation names them.
+    session_id: str | None = None
+    user_id: str | None = None
 
     @property
     def interaction_id(self) -> str:

@@ -32,8 +32,12 @@ from agent.judges.factory import build_judge
 from agent.labels import LabelLimiter
 from agent.metrics import METRICS
 from agent.model import RagInteraction
-from agent.otlp.assemble import Assembler, Assembly, Labeller, SingleSpanAssembler
+from agent.otlp import mark_own_telemetry
+from agent.otlp.assemble import Assembler, Assembly, Labeller, TraceAssembler
+from agent.otlp.conventions.genai import GenAI
+from agent.otlp.conventions.manual import Manual
 from agent.otlp.conventions.openinference import OpenInference
+from agent.otlp.conventions.openllmetry import OpenLLMetry
 from agent.otlp.decode import DecodedRequest
 from agent.sampling import KeepRule, RateTable, RuleSampler, Sampler
 from agent.sources.base import Source
@@ -43,6 +47,7 @@ from agent.telemetry import Telemetry
 log = logging.getLogger(__name__)
 
 _DEAD_LETTER_LOG_INTERVAL = 10.0  # seconds between log lines per reason; counters see every one
+_EXPIRY_TICKS_PER_WAIT = 10  # the assembler's wait is overrun by at most a tenth
 
 
 class Pipeline:
@@ -60,6 +65,7 @@ class Pipeline:
         concurrency: int,
         idempotency: IdempotencyStore,
         busy_retry_seconds: float = 1.0,
+        assembly_wait_seconds: float = 30.0,
     ) -> None:
         self._idempotency = idempotency
         self._busy_retry_seconds = busy_retry_seconds
@@ -78,6 +84,8 @@ class Pipeline:
         self._next_sequence = 0
         self._watermark = 0
         self._workers: list[asyncio.Task[None]] = []
+        self._expiry: asyncio.Task[None] | None = None
+        self._expiry_interval = min(1.0, assembly_wait_seconds / _EXPIRY_TICKS_PER_WAIT)
         self._last_dead_letter_log: dict[str, float] = {}
 
     # -- Intake ---------------------------------------------------------------------------------
@@ -94,7 +102,7 @@ class Pipeline:
             telemetry.spans_received.labels(source).inc(received)
         for reason in request.rejected:
             self.dead_letter(reason, "span with a malformed trace or span id")
-        self._take(self._assembler.add(request.spans), origin=sequence)
+        self._take(self._assembler.add(request.spans, sequence))
         return sequence
 
     def low_watermark(self) -> int:
@@ -112,15 +120,22 @@ class Pipeline:
         pending = [self._next_sequence]
         if self._in_flight:
             pending.append(min(self._in_flight))
+        buffered = self._assembler.oldest_pending()
+        if buffered is not None:
+            pending.append(buffered)
         self._watermark = min(pending)
 
-    def _take(self, assembly: Assembly, origin: int) -> None:
+    def _take(self, assembly: Assembly) -> None:
         telemetry = self._telemetry
         if assembly.assembled_spans:
             telemetry.spans_assembled.inc(assembly.assembled_spans)
         for reason, count in assembly.skipped.items():
             telemetry.spans_skipped.labels(reason).inc(count)
-        for interaction in assembly.interactions:
+        for reason, count in assembly.evictions.items():
+            telemetry.assembler_evictions.labels(reason).inc(count)
+        telemetry.assembler_buffered_spans.set(assembly.buffered_spans)
+        telemetry.assembler_buffered_traces.set(assembly.buffered_traces)
+        for origin, interaction in zip(assembly.origins, assembly.interactions, strict=True):
             labels = (interaction.service, interaction.route)
             telemetry.interactions.labels(*labels).inc()
             telemetry.sample_ratio.labels(interaction.service).set(self._sampler.ratio(interaction.service))
@@ -142,6 +157,16 @@ class Pipeline:
         self._workers = [
             asyncio.create_task(self._work(), name=f"evaluate-{i}") for i in range(self._concurrency)
         ]
+        self._expiry = asyncio.create_task(self._expire(), name="assembly-expiry")
+
+    async def _expire(self) -> None:
+        """Tick the assembler so traces whose root never arrives are assembled after the wait."""
+        while True:
+            await asyncio.sleep(self._expiry_interval)
+            try:
+                self._take(self._assembler.expire(time.monotonic()))
+            except Exception:  # stage boundary: log and keep ticking
+                log.exception("assembly expiry failed")
 
     async def _work(self) -> None:
         loop = asyncio.get_running_loop()
@@ -211,8 +236,10 @@ class Pipeline:
 
     async def shutdown(self, timeout: float) -> None:
         """Flush the assembler, finish queued evaluations within `timeout`, then stop workers."""
-        # What the assembler still buffers may stem from any earlier request.
-        self._take(self._assembler.flush(), origin=0)
+        if self._expiry is not None:
+            self._expiry.cancel()
+            await asyncio.gather(self._expiry, return_exceptions=True)
+        self._take(self._assembler.flush())
         try:
             await asyncio.wait_for(self._idle.wait(), timeout)
         except TimeoutError:
@@ -241,6 +268,7 @@ class Agent:
     redis: Any = None  # the one redis.asyncio client (verdict cache, idempotency keys, budget), if configured
 
     async def start(self) -> None:
+        mark_own_telemetry()  # any OpenTelemetry SDK set up in this process tags its spans as ours
         await self.metrics_server.start()
         await self.budget.start()
         await self.pipeline.start()
@@ -347,11 +375,8 @@ def build_agent(settings: Settings, registry: CollectorRegistry | None = None) -
         calls_per_minute=settings.budget_calls_per_minute,
         usd_per_hour=settings.budget_usd_per_hour,
     )
-    sampler = RuleSampler(
-        RateTable.parse(settings.sample_rate, settings.sample_rates),
-        [KeepRule.parse(rule) for rule in settings.sample_keep_rules],
-        budget,
-    )
+    keep_rules = [KeepRule.parse(rule) for rule in settings.sample_keep_rules]
+    sampler = RuleSampler(RateTable.parse(settings.sample_rate, settings.sample_rates), keep_rules, budget)
     labeller = Labeller(
         settings.route_attributes,
         limit_service=LabelLimiter(settings.max_label_values),
@@ -359,7 +384,15 @@ def build_agent(settings: Settings, registry: CollectorRegistry | None = None) -
     )
     judge = build_judge(settings, telemetry, redis)
     pipeline = Pipeline(
-        assembler=SingleSpanAssembler([OpenInference()], labeller),
+        assembler=TraceAssembler(
+            [OpenInference(), OpenLLMetry(), GenAI(), Manual()],
+            labeller,
+            wait_seconds=settings.assembly_wait_seconds,
+            max_traces=settings.assembly_max_traces,
+            max_spans_per_trace=settings.assembly_max_spans_per_trace,
+            max_chunk_bytes=settings.assembly_max_chunk_bytes,
+            capture=[rule.attribute for rule in keep_rules],
+        ),
         sampler=sampler,
         evaluator=Evaluator([METRICS[name]() for name in settings.metrics], judge),
         exporters=build_exporters(settings, telemetry),
@@ -367,6 +400,7 @@ def build_agent(settings: Settings, registry: CollectorRegistry | None = None) -
         max_pending=settings.max_pending,
         concurrency=settings.eval_concurrency,
         idempotency=idempotency,
+        assembly_wait_seconds=settings.assembly_wait_seconds,
     )
     source = build_source(settings, telemetry)
     readiness = {"source": source.ready, "judge": judge.healthy}

@@ -29,9 +29,24 @@ class Telemetry:
         )
         self.spans_skipped = Counter(
             "ragpulse_spans_skipped",
-            "Spans that yield no interaction, by reason (not_rag, incomplete, evicted).",
+            "Spans that yield no interaction, by reason (not_rag, incomplete, evicted, self, duplicate).",
             ["reason"],
             registry=registry,
+        )
+        self.assembler_evictions = Counter(
+            "ragpulse_assembler_evictions",
+            "Buffered traces (or spans of a full trace) evicted to bound memory, by reason "
+            "(max_traces, max_spans_per_trace, max_chunk_bytes).",
+            ["reason"],
+            registry=registry,
+        )
+        self.assembler_buffered_spans = Gauge(
+            "ragpulse_assembler_buffered_spans",
+            "Spans waiting in the assembler for the rest of their trace.",
+            registry=registry,
+        )
+        self.assembler_buffered_traces = Gauge(
+            "ragpulse_assembler_buffered_traces", "Traces waiting in the assembler.", registry=registry
         )
         self.dead_letters = Counter(
             "ragpulse_dead_letters",

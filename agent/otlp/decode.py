@@ -3,6 +3,10 @@
 JSON follows the OTLP/JSON rules rather than protobuf's generic JSON mapping: trace and span ids
 are hex strings (protobuf's `json_format.Parse` would base64-decode them into wrong bytes),
 64-bit integers arrive as strings or numbers, field names are lowerCamelCase.
+
+Protobuf spans convert only the attributes the conventions read (`Span.known`, keys under
+`KNOWN_PREFIXES`) when decoded; `Span.attributes` converts the others on access. Kafka message
+values written by the Collector's kafka exporter decode with `decode_kafka_value`.
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -19,6 +23,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from agent.model import AttributeValue, Resource, Span, SpanEvent
+from agent.otlp.conventions import KNOWN_PREFIXES
 
 Encoding = Literal["protobuf", "json"]
 
@@ -38,6 +43,26 @@ def decode_request(body: bytes, encoding: Encoding) -> DecodedRequest:
     if encoding == "protobuf":
         return _decode_protobuf(body)
     return _decode_json(body)
+
+
+# The Collector's kafka exporter encodings for traces, and how their message values decode. Each
+# message value is one whole ExportTraceServiceRequest; the message key (the hex trace id when
+# `partition_traces_by_id` is on, else absent) is never needed.
+KAFKA_ENCODINGS: dict[str, Encoding] = {"otlp_proto": "protobuf", "otlp_json": "json"}
+
+
+def decode_kafka_value(value: bytes | None, encoding: str = "otlp_proto") -> DecodedRequest:
+    """Decode one Kafka message value written by the Collector's kafka exporter.
+
+    Raises:
+        ValueError: `encoding` is not one the exporter writes for traces (a configuration error).
+        UndecodableError: the value is not a request in that encoding (dead-letter the message).
+    """
+    if encoding not in KAFKA_ENCODINGS:
+        raise ValueError(f"unsupported kafka encoding {encoding!r}; use one of {sorted(KAFKA_ENCODINGS)}")
+    if value is None:  # a tombstone carries no spans
+        return DecodedRequest()
+    return decode_request(value, KAFKA_ENCODINGS[encoding])
 
 
 # -- protobuf -------------------------------------------------------------------------------------
@@ -66,6 +91,69 @@ def _pb_attributes(pairs: Any) -> dict[str, AttributeValue]:
     return {pair.key: _pb_value(pair.value) for pair in pairs}
 
 
+def _pb_known(pairs: Any) -> dict[str, AttributeValue]:
+    """The attributes the conventions read, converted; the hot loop of the whole intake."""
+    known: dict[str, AttributeValue] = {}
+    for pair in pairs:
+        key = pair.key
+        if key.startswith(KNOWN_PREFIXES):
+            value = pair.value
+            # A non-empty string_value can only mean the string member of the oneof is set.
+            known[key] = value.string_value or _pb_value(value)
+    return known
+
+
+class PbAttributes(Mapping[str, AttributeValue]):
+    """A span's attributes read from the protobuf message only when asked for.
+
+    Converting every attribute of every span to Python values costs more than the rest of the
+    intake together, and the conventions read a handful of keys per span. This mapping indexes
+    the keys on first use and converts a value on each access; it keeps the decoded request alive
+    as long as it lives, so the assembler stores extracted parts, never these mappings.
+    """
+
+    __slots__ = ("_index", "_pairs")
+
+    def __init__(self, pairs: Any) -> None:
+        self._pairs = pairs
+        self._index: dict[str, Any] | None = None
+
+    def _keys(self) -> dict[str, Any]:
+        index = self._index
+        if index is None:
+            # Later duplicates win, as they would in a dict built from the pairs.
+            index = self._index = {pair.key: pair for pair in self._pairs}
+        return index
+
+    def __getitem__(self, key: str) -> AttributeValue:
+        return _pb_value(self._keys()[key].value)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        # The conventions' hot path: one dict lookup, strings converted inline.
+        pair = (self._index or self._keys()).get(key)
+        if pair is None:
+            return default
+        value = pair.value
+        kind = value.WhichOneof("value")
+        if kind == "string_value":
+            return value.string_value
+        if kind == "double_value":
+            return value.double_value
+        return _pb_value(value)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._keys()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys())
+
+    def __len__(self) -> int:
+        return len(self._keys())
+
+    def __repr__(self) -> str:
+        return f"PbAttributes({dict(self.items())!r})"
+
+
 def _decode_protobuf(body: bytes) -> DecodedRequest:
     try:
         request = ExportTraceServiceRequest.FromString(body)
@@ -88,12 +176,14 @@ def _decode_protobuf(body: bytes) -> DecodedRequest:
                         name=pb.name,
                         start_time_unix_nano=pb.start_time_unix_nano,
                         end_time_unix_nano=pb.end_time_unix_nano,
-                        attributes=_pb_attributes(pb.attributes),
+                        attributes=PbAttributes(pb.attributes),
+                        known=_pb_known(pb.attributes),
                         resource=resource,
                         events=tuple(
-                            SpanEvent(e.name, e.time_unix_nano, _pb_attributes(e.attributes))
-                            for e in pb.events
-                        ),
+                            SpanEvent(e.name, e.time_unix_nano, PbAttributes(e.attributes)) for e in pb.events
+                        )
+                        if pb.events
+                        else (),
                         scope_name=scope_name,
                     )
                 )
@@ -176,6 +266,7 @@ def _json_span(raw: Mapping[str, Any], resource: Resource, scope_name: str) -> S
     span_id = _json_id(raw.get("spanId"), 8)
     if trace_id is None or span_id is None or trace_id == "0" * 32:
         return None
+    attributes = _json_attributes(raw.get("attributes", []))
     return Span(
         trace_id=trace_id,
         span_id=span_id,
@@ -183,7 +274,8 @@ def _json_span(raw: Mapping[str, Any], resource: Resource, scope_name: str) -> S
         name=str(raw.get("name", "")),
         start_time_unix_nano=_json_int(raw.get("startTimeUnixNano", 0)),
         end_time_unix_nano=_json_int(raw.get("endTimeUnixNano", 0)),
-        attributes=_json_attributes(raw.get("attributes", [])),
+        attributes=attributes,
+        known={key: value for key, value in attributes.items() if key.startswith(KNOWN_PREFIXES)},
         resource=resource,
         events=tuple(
             SpanEvent(

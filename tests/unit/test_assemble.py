@@ -1,0 +1,280 @@
+"""TraceAssembler: buffering by trace, emission rules, bounds, labels and loop protection."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.labels import OVERFLOW
+from agent.otlp import SELF_RESOURCE_ATTRIBUTE, mark_own_telemetry
+from agent.otlp.assemble import (
+    DUPLICATE,
+    EVICTED,
+    INCOMPLETE,
+    MAX_CHUNK_BYTES,
+    MAX_SPANS_PER_TRACE,
+    MAX_TRACES,
+    NOT_RAG,
+    SELF,
+)
+from tests.otlp_support import Clock, Recorder, assembler, decoded, otlp_json, protobuf, set_all, total
+from tests.support import openinference_single_span
+
+QUERY = "How do I reset my password?"
+DOCS = ["Open Settings, then Security, then Reset password.", "Passwords expire every 90 days."]
+RESPONSE = "Go to Settings > Security > Reset password."
+
+
+def hexid(span) -> str:  # type: ignore[no-untyped-def]
+    return format(span.get_span_context().span_id, "016x")
+
+
+def rag_trace(recorder: Recorder, *, route: str | None = None, root_name: str = "chain") -> dict[str, str]:
+    """CHAIN root → RETRIEVER → LLM in OpenInference; returns span ids by role."""
+    tracer = recorder.tracer
+    with tracer.start_as_current_span(root_name) as root:
+        set_all(root, {"openinference.span.kind": "CHAIN", "input.value": QUERY, "output.value": RESPONSE})
+        if route:
+            root.set_attribute("http.route", route)
+        with tracer.start_as_current_span("retriever") as retriever:
+            retriever.set_attribute("openinference.span.kind", "RETRIEVER")
+            retriever.set_attribute("input.value", QUERY + " (as retrieved)")
+            for i, doc in enumerate(DOCS):
+                retriever.set_attribute(f"retrieval.documents.{i}.document.content", doc)
+        with tracer.start_as_current_span("llm") as llm:
+            set_all(llm, {"openinference.span.kind": "LLM", "output.value": RESPONSE})
+    return {"root": hexid(root), "retriever": hexid(retriever), "llm": hexid(llm)}
+
+
+@pytest.mark.parametrize("order", [(0, 1, 2), (2, 1, 0), (2, 0, 1), (1, 2, 0)])
+def test_spans_split_across_requests_in_any_order(order: tuple[int, ...]) -> None:
+    recorder = Recorder()
+    ids = rag_trace(recorder)
+    spans = recorder.spans()  # end order: retriever, llm, root
+    a = assembler()
+    reports = []
+    for position, index in enumerate(order):
+        report = a.add(decoded([spans[index]]))
+        reports.append(report)
+        if position < 2:
+            # Nothing is emitted before the trace is complete, even when the root came first.
+            assert report.interactions == [] and report.buffered_spans == position + 1
+    out = total(reports)
+    (interaction,) = out.interactions
+    assert interaction.span_id == ids["llm"]
+    assert [c.content for c in interaction.chunks] == DOCS
+    assert (interaction.query, interaction.response) == (QUERY, RESPONSE)
+    assert out.assembled_spans == 3 and not out.skipped and out.buffered_spans == 0
+
+
+def test_protobuf_and_json_requests_of_one_trace_mix() -> None:
+    recorder = Recorder()
+    rag_trace(recorder)
+    retriever, llm, root = recorder.spans()
+    a = assembler()
+    from agent.otlp.decode import decode_request
+
+    first = a.add(decode_request(otlp_json([retriever, llm]), "json").spans)
+    second = a.add(decode_request(protobuf([root]), "protobuf").spans)
+    assert first.interactions == [] and len(second.interactions) == 1
+
+
+def test_without_a_root_the_trace_is_assembled_after_the_bounded_wait() -> None:
+    recorder = Recorder()
+    rag_trace(recorder)
+    retriever, llm, _root = recorder.spans()
+    clock = Clock()
+    a = assembler(wait=5.0, clock=clock)
+    assert a.add(decoded([retriever, llm])).interactions == []
+    clock.now = 4.0
+    assert a.add([]).buffered_spans == 2
+    assert a.expire(4.9).interactions == []
+    out = a.expire(5.0)
+    (interaction,) = out.interactions
+    # Without the root, the query is the retriever's.
+    assert interaction.query == QUERY + " (as retrieved)" and interaction.response == RESPONSE
+    assert out.assembled_spans == 2 and out.buffered_spans == 0
+
+
+def test_an_incomplete_trace_is_counted_when_the_wait_ends() -> None:
+    recorder = Recorder()
+    rag_trace(recorder)
+    retriever, _llm, root = recorder.spans()
+    clock = Clock()
+    a = assembler(wait=5.0, clock=clock)
+    out = a.add(decoded([retriever, root]))  # the root arrived but the model call did not
+    assert out.interactions == [] and out.buffered_spans == 2
+    out = a.expire(5.0)
+    assert out.interactions == [] and out.skipped == {INCOMPLETE: 2} and out.buffered_spans == 0
+
+
+def test_flush_accounts_for_everything_buffered() -> None:
+    recorder = Recorder()
+    rag_trace(recorder)
+    retriever, llm, _root = recorder.spans()
+    a = assembler()
+    a.add(decoded([retriever]))
+    a.add(decoded([llm]))
+    out = a.flush()
+    assert len(out.interactions) == 1 and out.assembled_spans == 2 and out.buffered_spans == 0
+
+
+def test_one_interaction_per_model_call_with_the_documents_it_saw() -> None:
+    recorder = Recorder()
+    tracer = recorder.tracer
+    with tracer.start_as_current_span("agent") as root:
+        set_all(root, {"openinference.span.kind": "AGENT", "input.value": QUERY})
+        with tracer.start_as_current_span("rewrite") as rewrite:  # no retrieval before it
+            set_all(rewrite, {"openinference.span.kind": "LLM", "output.value": "password reset steps"})
+        for step, docs in enumerate((DOCS[:1], DOCS[1:])):
+            with tracer.start_as_current_span(f"retrieve-{step}") as retriever:
+                retriever.set_attribute("openinference.span.kind", "RETRIEVER")
+                for i, doc in enumerate(docs):
+                    retriever.set_attribute(f"retrieval.documents.{i}.document.content", doc)
+            with tracer.start_as_current_span(f"answer-{step}") as llm:
+                set_all(llm, {"openinference.span.kind": "LLM", "output.value": f"answer {step}"})
+    spans = recorder.spans()
+    out = assembler().add(decoded(spans))
+    by_name = {s.name: format(s.context.span_id, "016x") for s in spans}
+    assert [(i.span_id, [c.content for c in i.chunks], i.response, i.query) for i in out.interactions] == [
+        (by_name["answer-0"], DOCS[:1], "answer 0", QUERY),
+        (by_name["answer-1"], DOCS[1:], "answer 1", QUERY),
+    ]
+    # root, two retrievers, two answers; the rewrite call had no context
+    assert out.assembled_spans == 5 and out.skipped == {NOT_RAG: 1}
+
+
+def test_nested_llm_spans_make_one_interaction_named_by_the_innermost() -> None:
+    recorder = Recorder()
+    tracer = recorder.tracer
+    with tracer.start_as_current_span("query") as root:
+        set_all(root, {"openinference.span.kind": "CHAIN", "input.value": QUERY})
+        with tracer.start_as_current_span("retrieve") as retriever:
+            retriever.set_attribute("openinference.span.kind", "RETRIEVER")
+            retriever.set_attribute("retrieval.documents.0.document.content", DOCS[0])
+        with tracer.start_as_current_span("LLM.predict") as outer:
+            set_all(outer, {"openinference.span.kind": "LLM", "output.value": RESPONSE})
+            with tracer.start_as_current_span("LLM.complete") as inner:
+                set_all(inner, {"openinference.span.kind": "LLM", "output.value": RESPONSE})
+    out = assembler().add(decoded(recorder.spans()))
+    (interaction,) = out.interactions
+    assert interaction.span_id == hexid(inner)
+    assert out.assembled_spans == 4 and not out.skipped
+
+
+def test_a_single_span_inside_a_request_span_waits_for_the_root_and_takes_its_route() -> None:
+    recorder = Recorder()
+    with recorder.tracer.start_as_current_span("POST /v1/ask") as server:
+        server.set_attribute("http.route", "/v1/ask")
+        openinference_single_span(recorder.tracer, query=QUERY, chunks=DOCS, response=RESPONSE)
+    rag_span, server_span = recorder.spans()
+    a = assembler()
+    assert a.add(decoded([rag_span])).interactions == []  # it has a parent: wait for the trace
+    out = a.add(decoded([server_span]))
+    (interaction,) = out.interactions
+    assert interaction.route == "/v1/ask" and interaction.span_id == format(rag_span.context.span_id, "016x")
+    assert out.skipped == {NOT_RAG: 1}
+
+
+def test_route_label_cardinality_is_capped() -> None:
+    recorder = Recorder()
+    for route in ("/a", "/b", "/c", "/a"):
+        rag_trace(recorder, route=route)
+    out = assembler(max_label_values=2).add(decoded(recorder.spans()))
+    assert [i.route for i in out.interactions] == ["/a", "/b", OVERFLOW, "/a"]
+
+
+def test_route_attributes_are_tried_in_order_and_the_root_name_is_the_fallback() -> None:
+    recorder = Recorder()
+    rag_trace(recorder, root_name="answer_question")
+    rag_trace(recorder, route="/ask")
+    out = assembler(route_attributes=("app.route", "http.route")).add(decoded(recorder.spans()))
+    assert [i.route for i in out.interactions] == ["answer_question", "/ask"]
+
+
+def test_services_come_from_the_resource() -> None:
+    one, two = Recorder("billing-bot"), Recorder("docs-bot")
+    rag_trace(one)
+    rag_trace(two)
+    out = assembler().add(decoded(one.spans()) + decoded(two.spans()))
+    assert sorted(i.service for i in out.interactions) == ["billing-bot", "docs-bot"]
+
+
+def test_the_agents_own_spans_are_never_assembled() -> None:
+    own = Recorder("ragpulse", **{SELF_RESOURCE_ATTRIBUTE: "true"})
+    rag_trace(own)  # e.g. a judge call traced by litellm's instrumentation in the agent's process
+    app = Recorder("rag-app")
+    rag_trace(app)
+    out = assembler().add(decoded(own.spans()) + decoded(app.spans()))
+    assert [i.service for i in out.interactions] == ["rag-app"]
+    assert out.skipped == {SELF: 3} and out.assembled_spans == 3
+
+
+def test_max_traces_evicts_the_oldest_and_counts_it() -> None:
+    recorder = Recorder()
+    for _ in range(3):
+        rag_trace(recorder)
+    spans = recorder.spans()
+    a = assembler(max_traces=2)
+    reports = [a.add(decoded([spans[i]])) for i in (0, 3, 6)]  # three retrievers, no roots yet
+    assert reports[-1].evictions == {MAX_TRACES: 1} and reports[-1].skipped == {EVICTED: 1}
+    assert reports[-1].buffered_traces == 2
+    out = a.add(decoded([spans[i] for i in (4, 5, 7, 8)]))
+    assert len(out.interactions) == 2 and out.buffered_traces == 0
+    # The evicted trace's LLM and root open it again, without its documents.
+    assert a.add(decoded([spans[1], spans[2]])).interactions == []
+    assert a.flush().skipped == {INCOMPLETE: 2}
+
+
+def test_max_spans_per_trace_drops_later_spans_and_counts_them() -> None:
+    recorder = Recorder()
+    rag_trace(recorder)
+    out = assembler(max_spans_per_trace=2).add(decoded(recorder.spans()))
+    assert out.evictions == {MAX_SPANS_PER_TRACE: 1} and out.skipped[EVICTED] == 1
+    assert out.buffered_spans == 2
+
+
+def test_max_chunk_bytes_evicts_oldest_traces() -> None:
+    recorder = Recorder()
+    rag_trace(recorder)
+    rag_trace(recorder)
+    spans = recorder.spans()
+    size = sum(len(d) for d in DOCS) + len(QUERY + " (as retrieved)")  # what one retriever holds
+    a = assembler(max_chunk_bytes=size + 10)
+    assert a.add(decoded([spans[0]])).evictions == {}
+    out = a.add(decoded([spans[3]]))
+    assert out.evictions == {MAX_CHUNK_BYTES: 1} and out.skipped == {EVICTED: 1} and out.buffered_spans == 1
+
+
+def test_a_redelivered_span_is_counted_once() -> None:
+    recorder = Recorder()
+    rag_trace(recorder)
+    retriever, llm, root = recorder.spans()
+    a = assembler()
+    a.add(decoded([retriever]))
+    again = a.add(decoded([retriever, llm]))
+    assert again.skipped == {DUPLICATE: 1}
+    assert len(a.add(decoded([root])).interactions) == 1
+
+
+def test_non_rag_traffic_is_not_buffered() -> None:
+    recorder = Recorder()
+    with (
+        recorder.tracer.start_as_current_span("GET /health"),
+        recorder.tracer.start_as_current_span("SELECT 1"),
+    ):
+        pass
+    out = assembler().add(decoded(recorder.spans()))
+    assert out.skipped == {NOT_RAG: 2} and out.buffered_traces == 0
+
+
+def test_the_agent_marks_its_process_so_the_sdk_tags_its_own_spans(monkeypatch: pytest.MonkeyPatch) -> None:
+    environ = {"OTEL_RESOURCE_ATTRIBUTES": "team=search"}
+    mark_own_telemetry(environ)
+    mark_own_telemetry(environ)  # idempotent
+    assert environ["OTEL_RESOURCE_ATTRIBUTES"] == "team=search,ragpulse.agent=true"
+    # An SDK set up later in the agent's process (e.g. litellm's callback) tags its resource:
+    monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", environ["OTEL_RESOURCE_ATTRIBUTES"])
+    own = Recorder("ragpulse")
+    assert own.provider.resource.attributes[SELF_RESOURCE_ATTRIBUTE] == "true"
+    rag_trace(own)
+    assert assembler().add(decoded(own.spans())).skipped == {SELF: 3}
