@@ -167,19 +167,7 @@ class Telemetry:
 
     # SpendMeter, for the judge budget
     def total(self) -> Spend:
-        calls = sum(
-            sample.value
-            for metric in self.judge_requests.collect()
-            for sample in metric.samples
-            if sample.name.endswith("_total")
-        )
-        usd = sum(
-            sample.value
-            for metric in self.judge_cost.collect()
-            for sample in metric.samples
-            if sample.name.endswith("_total")
-        )
-        return Spend(calls, usd)
+        return Spend(_sum_of_totals(self.judge_requests), _sum_of_totals(self.judge_cost))
 
     # CacheStats, for CachedJudge
     def hits(self, n: int) -> None:
@@ -204,3 +192,13 @@ class Telemetry:
     # ErrorCounter, for RedisVerdictCache
     def cache_error(self, operation: str) -> None:
         self.judge_cache_errors.labels(operation).inc()
+
+
+def _sum_of_totals(counter: Counter) -> float:
+    """A counter's value summed over all its label sets."""
+    return sum(
+        sample.value
+        for metric in counter.collect()
+        for sample in metric.samples
+        if sample.name.endswith("_total")
+    )
