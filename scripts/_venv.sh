@@ -23,5 +23,6 @@ ensure_venv() {
         echo "$stamp" > "$VENV/.ragpulse-installed"
     fi
     # The package itself is always rebuilt (fast) so the console script runs the current code.
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation "$ROOT"
+    # (It builds in an isolated environment with the setuptools that pyproject.toml asks for.)
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps "$ROOT"
 }
