@@ -81,6 +81,7 @@ class Pipeline:
         self._queue: asyncio.Queue[tuple[int, RagInteraction]] = asyncio.Queue()
         # Request sequence numbers of interactions queued or under evaluation, with counts.
         self._in_flight: Counter[int] = Counter()
+        self._pending = 0  # sum of _in_flight's counts
         self._next_sequence = 0
         self._watermark = 0
         self._workers: list[asyncio.Task[None]] = []
@@ -91,7 +92,7 @@ class Pipeline:
     # -- Intake ---------------------------------------------------------------------------------
 
     def accepting(self) -> bool:
-        return sum(self._in_flight.values()) < self._max_pending
+        return self._pending < self._max_pending
 
     def accept(self, request: DecodedRequest, source: str) -> int:
         sequence = self._next_sequence
@@ -145,6 +146,7 @@ class Pipeline:
                 # accepting(), so a request that was accepted is never half-enqueued.
                 self._queue.put_nowait((origin, interaction))
                 self._in_flight[origin] += 1
+                self._pending += 1
                 self._idle.clear()
         telemetry.queue_depth.set(self._queue.qsize())
         self._publish_watermark()
@@ -227,6 +229,7 @@ class Pipeline:
             return Claim.CLAIMED
 
     def _finish(self, origin: int) -> None:
+        self._pending -= 1
         self._in_flight[origin] -= 1
         if not self._in_flight[origin]:
             del self._in_flight[origin]
@@ -245,7 +248,7 @@ class Pipeline:
         except TimeoutError:
             log.warning(
                 "shutdown: %d interaction(s) left unevaluated after %.1fs; they stay uncommitted",
-                sum(self._in_flight.values()),
+                self._pending,
                 timeout,
             )
         for worker in self._workers:

@@ -26,7 +26,7 @@ from kafka.consumer.subscription_state import ConsumerRebalanceListener
 from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata
 
-from agent.otlp.decode import Encoding, UndecodableError, decode_request
+from agent.otlp.decode import KAFKA_ENCODINGS, UndecodableError, decode_kafka_value
 from agent.sources.base import Intake
 from agent.sources.offsets import OffsetTracker
 from agent.telemetry import Telemetry
@@ -34,7 +34,6 @@ from agent.telemetry import Telemetry
 log = logging.getLogger(__name__)
 
 SOURCE = "kafka"
-_ENCODINGS: dict[str, Encoding] = {"otlp_proto": "protobuf", "otlp_json": "json"}
 # Sequence number for messages that leave no work behind (e.g. dead-lettered): always committable.
 _FINISHED = -1
 
@@ -91,10 +90,11 @@ class KafkaSource:
     name = SOURCE
 
     def __init__(self, config: KafkaSourceConfig, telemetry: Telemetry) -> None:
-        if config.encoding not in _ENCODINGS:
-            raise ValueError(f"kafka encoding must be one of {sorted(_ENCODINGS)}, got {config.encoding!r}")
+        if config.encoding not in KAFKA_ENCODINGS:
+            raise ValueError(
+                f"kafka encoding must be one of {sorted(KAFKA_ENCODINGS)}, got {config.encoding!r}"
+            )
         self._config = config
-        self._encoding = _ENCODINGS[config.encoding]
         self._telemetry = telemetry
         self._offsets = OffsetTracker()
         self._consumer: KafkaConsumer | None = None
@@ -178,7 +178,7 @@ class KafkaSource:
             self._offsets.track(partition, offset, _FINISHED)
             return
         try:
-            decoded = decode_request(value, self._encoding)
+            decoded = decode_kafka_value(value, self._config.encoding)
         except UndecodableError as exc:
             intake.dead_letter("undecodable", f"{partition.topic}/{partition.partition}@{offset}: {exc}")
             self._offsets.track(partition, offset, _FINISHED)
