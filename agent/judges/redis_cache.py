@@ -25,9 +25,13 @@ log = logging.getLogger(__name__)
 KEY_PREFIX = "ragpulse:v1:verdict:"
 
 
-def redis_client(url: str, *, socket_timeout: float = 1.0) -> Any:
-    """An asyncio Redis client for `url` (forms in the module docstring). Connects lazily."""
-    from redis.asyncio import Redis
+def redis_client(url: str, *, socket_timeout: float = 1.0, max_connections: int = 64) -> Any:
+    """An asyncio Redis client for `url` (forms in the module docstring). Connects lazily.
+
+    Standalone servers get a blocking pool: with many evaluations in flight, a caller waits up
+    to `socket_timeout` for a free connection instead of failing with "Too many connections".
+    """
+    from redis.asyncio import BlockingConnectionPool, Redis
     from redis.asyncio.cluster import ClusterNode, RedisCluster
     from redis.asyncio.sentinel import Sentinel
 
@@ -47,7 +51,10 @@ def redis_client(url: str, *, socket_timeout: float = 1.0) -> Any:
         password = unquote(parts.password) if parts.password else None
         return RedisCluster(startup_nodes=nodes, password=password, **timeouts)
     if parts.scheme in ("redis", "rediss", "unix"):
-        return Redis.from_url(url, **timeouts)
+        pool = BlockingConnectionPool.from_url(
+            url, max_connections=max_connections, timeout=socket_timeout, **timeouts
+        )
+        return Redis.from_pool(pool)  # the client owns the pool and closes it
     raise ValueError(f"unsupported Redis URL scheme {parts.scheme!r} in {url!r}")
 
 
