@@ -370,6 +370,7 @@ class LLMJudge:
         self._model = model
         self._options = options or LLMJudgeOptions()
         self._usage_sink = usage
+        self._unpriced_models: set[str] = set()
         self._litellm = load_litellm()
         self._prompts = {kind: load_prompt(kind) for kind in SCHEMAS}
         self._breaker = CircuitBreaker(self._options.breaker_failures, self._options.breaker_cooldown)
@@ -551,10 +552,16 @@ class LLMJudge:
         usage = getattr(response, "usage", None)
         prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
         completion = int(getattr(usage, "completion_tokens", 0) or 0)
-        try:
-            cost = self._litellm.completion_cost(completion_response=response)
-        except Exception:  # a model litellm has no price for
-            cost = None
+        # litellm prices every response as it builds it; pricing it again costs ~10% of the
+        # agent's CPU. Ask completion_cost only when that price is missing, once per model.
+        hidden = getattr(response, "_hidden_params", None) or {}
+        cost = hidden.get("response_cost")
+        if cost is None and self._model not in self._unpriced_models:
+            try:
+                cost = self._litellm.completion_cost(completion_response=response)
+            except Exception:  # a model litellm has no price for
+                self._unpriced_models.add(self._model)
+                cost = None
         self.usage.add(prompt, completion, cost)
         if self._usage_sink is not None:
             self._usage_sink.record_usage(self._model, prompt, completion, cost)

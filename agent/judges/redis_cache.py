@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 KEY_PREFIX = "ragpulse:v1:verdict:"
 
 
-def redis_client(url: str, *, socket_timeout: float = 1.0, max_connections: int = 64) -> Any:
+def redis_client(url: str, *, socket_timeout: float = 1.0, max_connections: int = 256) -> Any:
     """An asyncio Redis client for `url` (forms in the module docstring). Connects lazily.
 
     Standalone servers get a blocking pool: with many evaluations in flight, a caller waits up
