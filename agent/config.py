@@ -107,7 +107,9 @@ class Settings(BaseModel):
     judge_breaker_cooldown_seconds: float = Field(
         30.0, gt=0, description="How long an open breaker refuses calls before one probe call."
     )
-    judge_max_concurrency: int = Field(16, gt=0, description="Judge calls in flight at once.")
+    judge_max_concurrency: int = Field(
+        64, gt=0, description="Judge calls in flight at once (per replica; 429s back off)."
+    )
     judge_structured_output: Literal["auto", "json_schema", "json_object", "off"] = Field(
         "auto",
         description="Response format asked of the judge; auto: JSON schema where litellm says the "
@@ -173,7 +175,9 @@ class Settings(BaseModel):
     max_label_values: int = Field(
         100, gt=0, description="Distinct values per label (service, route) before '__other__'."
     )
-    eval_concurrency: int = Field(8, gt=0, description="Interactions evaluated concurrently.")
+    eval_concurrency: int = Field(
+        32, gt=0, description="Interactions evaluated concurrently (each waits on judge calls)."
+    )
     max_pending: int = Field(
         1000, gt=0, description="Interactions waiting for evaluation before intake answers 503."
     )
