@@ -27,6 +27,8 @@ from agent.model import Verdict
 # Question kinds; they are part of every cache key and name the prompt files.
 ASSESS_CHUNKS = "assess_chunks"
 CHECK_RESPONSE = "check_response"
+# Both questions above for one interaction, answered in one call (an LLM judge's saving).
+ASSESS_INTERACTION = "assess_interaction"
 CHECK_REFERENCE = "check_reference"
 COMPARE_ANSWERS = "compare_answers"
 QUESTION_KINDS = (ASSESS_CHUNKS, CHECK_RESPONSE, CHECK_REFERENCE, COMPARE_ANSWERS)
@@ -105,6 +107,17 @@ class Judge(Protocol):
     async def compare_answers(self, query: str, response: str, reference: str) -> AnswerComparison:
         """Claims of `response` supported by `reference`, and claims of `reference` covered by
         `response`."""
+        ...
+
+
+class InteractionJudge(Protocol):
+    """A judge that can answer `assess_chunks` and `check_response` for one interaction at once."""
+
+    async def assess_interaction(
+        self, query: str, response: str, chunks: Sequence[str]
+    ) -> tuple[list[ChunkAssessment], list[ClaimVerdict]]:
+        """What assess_chunks(query, response, chunks) and check_response(query, response, chunks)
+        would answer, from one call."""
         ...
 
 

@@ -20,6 +20,7 @@ from typing import Protocol, TypeVar
 
 from agent.judges.base import (
     ASSESS_CHUNKS,
+    ASSESS_INTERACTION,
     CHECK_REFERENCE,
     CHECK_RESPONSE,
     COMPARE_ANSWERS,
@@ -27,6 +28,7 @@ from agent.judges.base import (
     ChunkAssessment,
     ClaimVerdict,
     Judge,
+    JudgeError,
 )
 from agent.model import Verdict
 
@@ -249,6 +251,34 @@ class CachedJudge:
             usefulness = None if answer is None else decode_verdict(useful[i])  # type: ignore[arg-type]
             assessed.append(ChunkAssessment(usefulness, verdict, statements, relevant))
         return assessed
+
+    async def prefetch(self, query: str, response: str, chunks: Sequence[str]) -> None:
+        """Answer assess_chunks and check_response for one interaction in one judge call, when the
+        judge can and the cache knows neither; the metrics then find every verdict cached.
+
+        A judge failure here is left for the metrics' own calls to report as error outcomes.
+        """
+        if not chunks or not getattr(self._inner, "answers_together", False):
+            return
+        relevance_keys = [self._key(ASSESS_CHUNKS, "relevance", query, c) for c in chunks]
+        useful_keys = [self._key(ASSESS_CHUNKS, "useful", query, response, c) for c in chunks]
+        claims_key = self._key(CHECK_RESPONSE, query, response, *chunks)
+        flight = self._key(ASSESS_INTERACTION, "flight", query, response, *chunks)
+
+        async def fill() -> None:
+            found = await self._lookup([claims_key, *relevance_keys])
+            if any(value is not None for value in found):
+                return  # partly known: the metrics ask only for what is missing
+            try:
+                assessed, claims = await self._inner.assess_interaction(query, response, chunks)  # type: ignore[attr-defined]
+            except JudgeError:
+                return
+            to_store = {relevance_keys[i]: encode_relevance(a) for i, a in enumerate(assessed)}
+            to_store |= {useful_keys[i]: encode_verdict(a.useful) for i, a in enumerate(assessed) if a.useful}
+            to_store[claims_key] = encode_claims(claims)
+            await self._cache.set_many(to_store)
+
+        await self._single_flight(flight, fill)
 
     async def _whole(
         self,

@@ -6,7 +6,14 @@ import time
 from collections.abc import Awaitable, Sequence
 from typing import TypeVar
 
-from agent.judges.base import AnswerComparison, ChunkAssessment, ClaimVerdict, Judge, JudgeError
+from agent.judges.base import (
+    AnswerComparison,
+    ChunkAssessment,
+    ClaimVerdict,
+    InteractionJudge,
+    Judge,
+    JudgeError,
+)
 from agent.model import Verdict
 from agent.telemetry import Telemetry
 
@@ -29,6 +36,17 @@ class InstrumentedJudge:
     def healthy(self) -> bool:
         healthy = getattr(self._inner, "healthy", None)
         return healthy() if callable(healthy) else True
+
+    @property
+    def answers_together(self) -> bool:
+        """Whether the inner judge can answer an interaction's two questions in one call."""
+        return callable(getattr(self._inner, "assess_interaction", None))
+
+    async def assess_interaction(
+        self, query: str, response: str, chunks: Sequence[str]
+    ) -> tuple[list[ChunkAssessment], list[ClaimVerdict]]:
+        inner: InteractionJudge = self._inner  # type: ignore[assignment]
+        return await self._measure(inner.assess_interaction(query, response, chunks))
 
     async def _measure(self, call: Awaitable[T]) -> T:
         started = time.perf_counter()

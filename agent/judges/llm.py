@@ -29,6 +29,7 @@ from typing import Any, Literal, Protocol
 
 from agent.judges.base import (
     ASSESS_CHUNKS,
+    ASSESS_INTERACTION,
     CHECK_REFERENCE,
     CHECK_RESPONSE,
     COMPARE_ANSWERS,
@@ -178,6 +179,13 @@ def parse_claims(content: str) -> list[ClaimVerdict]:
     ]
 
 
+def parse_interaction(
+    content: str, chunks: Sequence[str]
+) -> tuple[list[ChunkAssessment], list[ClaimVerdict]]:
+    # Each part is validated as strictly as when it is asked alone.
+    return parse_assessments(content, chunks, with_answer=True), parse_claims(content)
+
+
 def parse_attributions(content: str) -> list[Verdict]:
     items = _items(_parse_json(content), "claims")
     return [
@@ -242,6 +250,15 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "additionalProperties": False,
     },
     CHECK_RESPONSE: _claims_schema("claims", ["supported", "relevant"]),
+    ASSESS_INTERACTION: {
+        "type": "object",
+        "properties": {
+            "chunks": {"type": "array", "items": {}},  # filled in below from ASSESS_CHUNKS
+            "claims": _claims_schema("claims", ["supported", "relevant"])["properties"]["claims"],
+        },
+        "required": ["chunks", "claims"],
+        "additionalProperties": False,
+    },
     CHECK_REFERENCE: _claims_schema("claims", ["attributed"]),
     COMPARE_ANSWERS: {
         "type": "object",
@@ -253,6 +270,11 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "additionalProperties": False,
     },
 }
+
+
+SCHEMAS[ASSESS_INTERACTION]["properties"]["chunks"] = SCHEMAS[ASSESS_CHUNKS]["properties"]["chunks"]
+# Verdicts of these kinds may come from their own prompt or from the combined one.
+_ANSWERED_TOGETHER = (ASSESS_CHUNKS, CHECK_RESPONSE)
 
 
 # -- Circuit breaker -----------------------------------------------------------------------------
@@ -391,7 +413,11 @@ class LLMJudge:
         return self._breaker.state != "open"
 
     def prompt_version(self, kind: str) -> str:
-        return self._prompts[kind].version
+        version = self._prompts[kind].version
+        if kind in _ANSWERED_TOGETHER:
+            # Either prompt may produce these verdicts, so editing either invalidates them.
+            version = f"{version}+{self._prompts[ASSESS_INTERACTION].version}"
+        return version
 
     def _format_for(self, kind: str) -> dict[str, Any] | None:
         mode = self._options.structured_output
@@ -432,6 +458,21 @@ class LLMJudge:
         parts = [fence.preamble(CHECK_RESPONSE), fence.wrap("QUERY", query), fence.wrap("RESPONSE", response)]
         parts += _chunks_block(fence, chunks, statements=False)
         return await self._ask(CHECK_RESPONSE, "\n\n".join(parts), parse_claims)
+
+    async def assess_interaction(
+        self, query: str, response: str, chunks: Sequence[str]
+    ) -> tuple[list[ChunkAssessment], list[ClaimVerdict]]:
+        fence = Fence(query, response, *chunks)
+        parts = [
+            fence.preamble(ASSESS_INTERACTION),
+            fence.wrap("QUERY", query),
+            fence.wrap("RESPONSE", response),
+        ]
+        parts += _chunks_block(fence, chunks, statements=True)
+        parts.append(
+            f'Reply with {{"chunks": [...], "claims": [...]}}; "chunks" holds exactly {len(chunks)} items.'
+        )
+        return await self._ask(ASSESS_INTERACTION, "\n\n".join(parts), lambda c: parse_interaction(c, chunks))
 
     async def check_reference(self, reference: str, chunks: Sequence[str]) -> list[Verdict]:
         fence = Fence(reference, *chunks)

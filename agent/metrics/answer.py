@@ -45,6 +45,7 @@ class Faithfulness:
     """
 
     name = "faithfulness"
+    questions = frozenset({CHECK_RESPONSE})  # what it asks the judge
 
     async def evaluate(self, interaction: RagInteraction, judge: Judge) -> MetricResult:
         if not interaction.chunks:
@@ -72,6 +73,7 @@ class AnswerRelevancy:
     """
 
     name = "answer_relevancy"
+    questions = frozenset({CHECK_RESPONSE})  # what it asks the judge
 
     async def evaluate(self, interaction: RagInteraction, judge: Judge) -> MetricResult:
         if not interaction.response:
@@ -98,6 +100,7 @@ class AnswerCorrectness:
     """
 
     name = "answer_correctness"
+    questions = frozenset({COMPARE_ANSWERS})  # what it asks the judge
 
     async def evaluate(self, interaction: RagInteraction, judge: Judge) -> MetricResult:
         if not interaction.reference:

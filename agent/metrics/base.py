@@ -13,6 +13,8 @@ from agent.model import MetricResult, RagInteraction
 
 class Metric(Protocol):
     name: str
+    # The judge question kinds it asks (agent.judges.base); lets the evaluator combine calls.
+    questions: frozenset[str]
 
     async def evaluate(self, interaction: RagInteraction, judge: Judge) -> MetricResult:
         """Score one interaction. Undefined scores are SKIPPED; judge failures are ERROR results."""

@@ -49,6 +49,7 @@ class ContextPrecision:
     """
 
     name = "context_precision"
+    questions = frozenset({ASSESS_CHUNKS})  # what it asks the judge
 
     async def evaluate(self, interaction: RagInteraction, judge: Judge) -> MetricResult:
         if not interaction.chunks:
@@ -77,6 +78,7 @@ class ContextRelevancy:
     """
 
     name = "context_relevancy"
+    questions = frozenset({ASSESS_CHUNKS})  # what it asks the judge
 
     async def evaluate(self, interaction: RagInteraction, judge: Judge) -> MetricResult:
         if not interaction.chunks:
@@ -105,6 +107,7 @@ class ContextRecall:
     """
 
     name = "context_recall"
+    questions = frozenset({CHECK_REFERENCE})  # what it asks the judge
 
     async def evaluate(self, interaction: RagInteraction, judge: Judge) -> MetricResult:
         if not interaction.reference:

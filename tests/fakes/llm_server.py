@@ -81,46 +81,55 @@ def _statements(block: str) -> list[str]:
     return [parts[i + 1].strip() for i in range(1, len(parts) - 1, 2)]
 
 
+def _assess(query: str, answer_text: str | None, chunks: list[str]) -> list[dict[str, Any]]:
+    query_words = local.content_words(query)
+    answer_sentences = [w for s in local.sentences(answer_text or "") if (w := local.content_words(s))]
+    items = []
+    for chunk in chunks:
+        statements = _statements(chunk)
+        item: dict[str, Any] = {
+            "relevant": [
+                i
+                for i, s in enumerate(statements, 1)
+                if local.coverage(query_words, local.content_words(s)) >= 0.3
+            ]
+        }
+        if answer_text is not None:
+            chunk_words = local.content_words(" ".join(statements))
+            best = max((local.coverage(w, chunk_words) for w in answer_sentences), default=0.0)
+            item["useful"] = int(best >= 0.5)
+        items.append(item)
+    return items
+
+
+def _check(query: str, response: str, chunks: list[str]) -> list[dict[str, Any]]:
+    claims = local.check_response(query, response, chunks)
+    texts = local.claims(response)
+    return [
+        {
+            "claim": t[:60],
+            "supported": int(c.supported.value),
+            "relevant": int(bool(c.relevant and c.relevant.value)),
+        }
+        for t, c in zip(texts, claims, strict=True)
+    ]
+
+
 def answer(user: str) -> dict[str, Any]:
     """The verdicts a careful model would give, computed from the fenced data only."""
     kind, blocks = fenced_blocks(user)
     named = {name: text for name, text in blocks}
     chunks = [text for name, text in blocks if name.startswith("CHUNK ")]
     query = named.get("QUERY", "")
+    if kind == "assess_interaction":
+        # Both questions at once; the chunks arrive split into numbered statements.
+        response = named["RESPONSE"]
+        plain_chunks = [" ".join(_statements(chunk)) for chunk in chunks]
+        return {"chunks": _assess(query, response, chunks), "claims": _check(query, response, plain_chunks)}
     if kind == "assess_chunks":
-        query_words = local.content_words(query)
-        answer_sentences = [
-            w for s in local.sentences(named.get("ANSWER", "")) if (w := local.content_words(s))
-        ]
-        items = []
-        for chunk in chunks:
-            statements = _statements(chunk)
-            item: dict[str, Any] = {
-                "relevant": [
-                    i
-                    for i, s in enumerate(statements, 1)
-                    if local.coverage(query_words, local.content_words(s)) >= 0.3
-                ]
-            }
-            if "ANSWER" in named:
-                chunk_words = local.content_words(" ".join(statements))
-                best = max((local.coverage(w, chunk_words) for w in answer_sentences), default=0.0)
-                item["useful"] = int(best >= 0.5)
-            items.append(item)
-        return {"chunks": items}
+        return {"chunks": _assess(query, named.get("ANSWER"), chunks)}
     if kind == "check_response":
-        claims = local.check_response(query, named["RESPONSE"], chunks)
-        texts = local.claims(named["RESPONSE"])
-        return {
-            "claims": [
-                {
-                    "claim": t[:60],
-                    "supported": int(c.supported.value),
-                    "relevant": int(bool(c.relevant and c.relevant.value)),
-                }
-                for t, c in zip(texts, claims, strict=True)
-            ]
-        }
+        return {"claims": _check(query, named["RESPONSE"], chunks)}
     if kind == "check_reference":
         verdicts = local.check_reference(named["REFERENCE"], chunks)
         texts = local.claims(named["REFERENCE"])

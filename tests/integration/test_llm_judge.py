@@ -382,11 +382,52 @@ def test_agent_process_scores_all_streaming_metrics_with_the_llm_judge(fake: Fak
         for metric, value in expected.items():
             assert scrape.value("ragpulse_score_sum", metric=metric, **labels) == pytest.approx(2 * value)
             assert scrape.value("ragpulse_evaluations_total", metric=metric, outcome="ok", **labels) == 2
-        assert fake.stats.calls == 2
-        assert scrape.value("ragpulse_judge_requests_total", model=MODEL, outcome="ok") == 2
+        # One combined call answered all four metrics; the second interaction came from the cache.
+        assert fake.stats.by_kind == {"assess_interaction": 1}
+        assert scrape.value("ragpulse_judge_requests_total", model=MODEL, outcome="ok") == 1
         assert (
             scrape.value("ragpulse_judge_tokens_total", model=MODEL, kind="prompt")
             == fake.stats.prompt_tokens
         )
     finally:
         agent.kill()
+
+
+def test_one_combined_call_serves_all_four_metrics_and_matches_two_calls(fake: FakeLLMServer) -> None:
+    from agent.evaluate import Evaluator
+
+    async def scenario() -> None:
+        separate_judge, _ = judge_for(fake)
+        separate = await evaluate(separate_judge, interaction())
+        assert fake.stats.by_kind == {"assess_chunks": 1, "check_response": 1}
+
+        fake.reset()
+        combined_judge, _ = judge_for(fake)
+        evaluator = Evaluator([m() for m in STREAMING_METRICS.values()], combined_judge)
+        combined = {r.metric: r for r in await evaluator.evaluate(interaction())}
+        assert fake.stats.by_kind == {"assess_interaction": 1}
+        assert {m: r.value for m, r in combined.items()} == {m: r.value for m, r in separate.items()}
+        assert all(r.outcome is Outcome.OK for r in combined.values())
+
+        # A new response to the same query and chunks: chunk relevance is known, so no combined
+        # call; the metrics ask for what is missing (usefulness for this response, its claims).
+        fake.reset()
+        await evaluator.evaluate(interaction(response="Paris is the capital of France."))
+        assert fake.stats.by_kind == {"assess_chunks": 1, "check_response": 1}
+
+    asyncio.run(scenario())
+
+
+def test_a_failed_combined_call_leaves_the_metrics_to_ask_for_themselves(fake: FakeLLMServer) -> None:
+    from agent.evaluate import Evaluator
+
+    async def scenario() -> None:
+        judge, _ = judge_for(fake, judge_max_retries=0)
+        evaluator = Evaluator([m() for m in STREAMING_METRICS.values()], judge)
+        fake.script("400")  # the combined call is refused; nothing is retried on a 400
+        results = await evaluator.evaluate(interaction())
+        assert fake.stats.faults["400"] == 1
+        assert fake.stats.by_kind == {"assess_chunks": 1, "check_response": 1}
+        assert all(r.outcome is Outcome.OK for r in results)
+
+    asyncio.run(scenario())

@@ -24,6 +24,7 @@ class GatedMetric:
     """Holds every evaluation until the test opens the gate."""
 
     name = "gated"
+    questions: frozenset[str] = frozenset()
 
     def __init__(self) -> None:
         self.gate = asyncio.Event()
