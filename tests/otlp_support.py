@@ -44,11 +44,9 @@ def protobuf(spans: Sequence[ReadableSpan]) -> bytes:
     return encode_spans(spans).SerializeToString()
 
 
-def otlp_json(spans: Sequence[ReadableSpan]) -> bytes:
-    """OTLP/JSON of the same request: proto3 JSON with hex ids and integer enums (the OTLP rules)."""
-    document = json_format.MessageToDict(
-        ExportTraceServiceRequest.FromString(protobuf(spans)), use_integers_for_enums=True
-    )
+def otlp_json_request(request: ExportTraceServiceRequest) -> bytes:
+    """OTLP/JSON of a request: proto3 JSON with hex ids and integer enums (the OTLP rules)."""
+    document = json_format.MessageToDict(request, use_integers_for_enums=True)
     for resource_spans in document.get("resourceSpans", []):
         for scope_spans in resource_spans.get("scopeSpans", []):
             for span in scope_spans.get("spans", []):
@@ -56,6 +54,11 @@ def otlp_json(spans: Sequence[ReadableSpan]) -> bytes:
                     if key in span:
                         span[key] = base64.b64decode(span[key]).hex()
     return json.dumps(document).encode()
+
+
+def otlp_json(spans: Sequence[ReadableSpan]) -> bytes:
+    """OTLP/JSON of the request `protobuf(spans)` carries."""
+    return otlp_json_request(encode_spans(spans))
 
 
 def decoded(spans: Sequence[ReadableSpan], encoding: str = "protobuf") -> list[Span]:

@@ -14,6 +14,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from agent.otlp.decode import UndecodableError, decode_request
+from tests.otlp_support import otlp_json, protobuf
 
 
 def _sdk_spans():  # type: ignore[no-untyped-def]
@@ -35,26 +36,10 @@ def _sdk_spans():  # type: ignore[no-untyped-def]
     return memory.get_finished_spans()
 
 
-def _otlp_json(request_bytes: bytes) -> bytes:
-    """The OTLP/JSON form of a protobuf request: proto3 JSON with hex ids, as the spec requires."""
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-
-    document = json_format.MessageToDict(ExportTraceServiceRequest.FromString(request_bytes))
-    for resource_spans in document["resourceSpans"]:
-        for scope_spans in resource_spans["scopeSpans"]:
-            for span in scope_spans["spans"]:
-                for key in ("traceId", "spanId", "parentSpanId"):
-                    if key in span:
-                        span[key] = base64.b64decode(span[key]).hex()
-    return json.dumps(document).encode()
-
-
 @pytest.mark.parametrize("encoding", ["protobuf", "json"])
 def test_sdk_spans_decode_field_by_field(encoding: str) -> None:
     spans = _sdk_spans()
-    body = encode_spans(spans).SerializeToString()
-    if encoding == "json":
-        body = _otlp_json(body)
+    body = protobuf(spans) if encoding == "protobuf" else otlp_json(spans)
     decoded = decode_request(body, encoding)  # type: ignore[arg-type]
     assert decoded.rejected == []
     by_name = {s.name: s for s in decoded.spans}
@@ -84,7 +69,7 @@ def test_generic_protobuf_json_parse_would_corrupt_hex_ids() -> None:
     # Why decode.py parses OTLP/JSON itself: json_format reads ids as base64.
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-    body = _otlp_json(encode_spans(_sdk_spans()).SerializeToString())
+    body = otlp_json(_sdk_spans())
     ours = decode_request(body, "json").spans[0].trace_id
     generic = json_format.Parse(body, ExportTraceServiceRequest()).resource_spans[0].scope_spans[0].spans[0]
     assert generic.trace_id.hex() != ours

@@ -3,10 +3,8 @@ every span is accounted for: received = assembled + skipped + dead-lettered + st
 
 from __future__ import annotations
 
-import base64
 import json
 
-from google.protobuf import json_format
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -19,7 +17,7 @@ from agent.config import load_settings
 from agent.otlp import SELF_RESOURCE_ATTRIBUTE
 from agent.otlp.decode import DecodedRequest, UndecodableError, decode_request
 from agent.pipeline import build_agent
-from tests.otlp_support import Clock, assembler
+from tests.otlp_support import Clock, assembler, otlp_json_request
 
 KEYS = [
     "openinference.span.kind", "input.value", "output.value", "input.mime_type", "output.mime_type",
@@ -115,17 +113,6 @@ def requests(draw: st.DrawFn) -> ExportTraceServiceRequest:
     return request
 
 
-def as_otlp_json(request: ExportTraceServiceRequest) -> bytes:
-    document = json_format.MessageToDict(request, use_integers_for_enums=True)
-    for resource_spans in document.get("resourceSpans", []):
-        for scope_spans in resource_spans.get("scopeSpans", []):
-            for span in scope_spans.get("spans", []):
-                for key in ("traceId", "spanId", "parentSpanId"):
-                    if key in span:
-                        span[key] = base64.b64decode(span[key]).hex()
-    return json.dumps(document).encode()
-
-
 bodies = st.one_of(
     st.tuples(st.just("protobuf"), st.binary(max_size=200)),
     st.tuples(st.just("json"), st.binary(max_size=200)),
@@ -136,7 +123,7 @@ bodies = st.one_of(
         max_leaves=10,
     ).map(lambda doc: json.dumps(doc).encode())),
     st.tuples(st.just("protobuf"), requests().map(lambda r: r.SerializeToString())),
-    st.tuples(st.just("json"), requests().map(as_otlp_json)),
+    st.tuples(st.just("json"), requests().map(otlp_json_request)),
 )  # fmt: skip
 
 
