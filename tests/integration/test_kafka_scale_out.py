@@ -17,9 +17,9 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from tests.fakes.llm_server import FakeLLMServer
-from tests.fixtures.kafka_broker import FAST_GROUP_ENV, Broker, broker, consume_all, produce_otlp
+from tests.fixtures.kafka_broker import Broker, broker, consume_all, produce_otlp
 from tests.fixtures.redis_server import RedisServer, redis_server
-from tests.integration.test_kafka_agent import record_spans
+from tests.integration.test_kafka_agent import kafka_agent, record_spans
 from tests.support import AgentProcess
 
 __all__ = ["broker"]
@@ -41,24 +41,18 @@ def judge() -> Iterator[FakeLLMServer]:
 def start_agent(
     broker: Broker, topic: str, results: str, group: str, redis: RedisServer, judge: FakeLLMServer
 ) -> AgentProcess:
-    agent = AgentProcess(
-        env={
-            "RAGPULSE_SOURCE": "kafka",
-            "RAGPULSE_KAFKA_BOOTSTRAP": broker.bootstrap,
-            "RAGPULSE_KAFKA_TOPIC": topic,
-            "RAGPULSE_KAFKA_GROUP_ID": group,
-            "RAGPULSE_KAFKA_AUTO_OFFSET_RESET": "earliest",
-            "RAGPULSE_KAFKA_COMMIT_INTERVAL_SECONDS": "0.2",
-            "RAGPULSE_RESULTS_TOPIC": results,
-            "RAGPULSE_REDIS_URL": redis.url,
-            "RAGPULSE_JUDGE_MODEL": "openai/judge-test",
-            "RAGPULSE_JUDGE_API_BASE": judge.api_base,
-            "RAGPULSE_JUDGE_API_KEY": "test-key",
-            "RAGPULSE_METRICS": "context_precision",
-            "RAGPULSE_EVAL_CONCURRENCY": "4",
-            "RAGPULSE_IDEMPOTENCY_LEASE_SECONDS": "3",
-            **FAST_GROUP_ENV,
-        }
+    agent = kafka_agent(
+        broker,
+        topic,
+        group,
+        RAGPULSE_RESULTS_TOPIC=results,
+        RAGPULSE_REDIS_URL=redis.url,
+        RAGPULSE_JUDGE_MODEL="openai/judge-test",
+        RAGPULSE_JUDGE_API_BASE=judge.api_base,
+        RAGPULSE_JUDGE_API_KEY="test-key",
+        RAGPULSE_METRICS="context_precision",
+        RAGPULSE_EVAL_CONCURRENCY="4",
+        RAGPULSE_IDEMPOTENCY_LEASE_SECONDS="3",
     )
     agent.wait_ready(timeout=60)
     return agent
