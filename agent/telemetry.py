@@ -164,6 +164,36 @@ class Telemetry:
         self.queue_depth = Gauge(
             "ragpulse_evaluation_queue_depth", "Interactions waiting for evaluation.", registry=registry
         )
+        # Delivery and refusals: what an operator needs to see an outage or a stuck replica.
+        self.requests_refused = Counter(
+            "ragpulse_requests_refused",
+            "Requests a receiver refused, by source and reason (too_large, unsupported_media_type, "
+            "bad_request, undecodable, overloaded, judge_unavailable, unauthorized).",
+            ["source", "reason"],
+            registry=registry,
+        )
+        self.oldest_unfinished = Gauge(
+            "ragpulse_oldest_unfinished_seconds",
+            "Age of the oldest interaction taken in and not yet scored (0 when none).",
+            registry=registry,
+        )
+        self.intake_paused = Gauge(
+            "ragpulse_intake_paused",
+            "1 while intake is paused, by reason (queue_full, judge_unavailable).",
+            ["reason"],
+            registry=registry,
+        )
+        self.evaluations_deferred = Counter(
+            "ragpulse_evaluations_deferred",
+            "Evaluations put back for a later retry after a retryable judge failure, by reason.",
+            ["reason"],
+            registry=registry,
+        )
+        self.budget_exhausted = Gauge(
+            "ragpulse_judge_budget_exhausted",
+            "1 while the judge budget (calls/min or USD/h) is spent and sampling is throttled.",
+            registry=registry,
+        )
 
     # SpendMeter, for the judge budget
     def total(self) -> Spend:
