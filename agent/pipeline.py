@@ -92,7 +92,13 @@ class Pipeline:
     # -- Intake ---------------------------------------------------------------------------------
 
     def accepting(self) -> bool:
-        return self._pending < self._max_pending
+        return self.pause_reason() is None
+
+    def pause_reason(self) -> str | None:
+        return "queue_full" if self._pending >= self._max_pending else None
+
+    def retry_after_seconds(self) -> float:
+        return 1.0
 
     def accept(self, request: DecodedRequest, source: str) -> int:
         sequence = self._next_sequence

@@ -11,7 +11,19 @@ class Intake(Protocol):
     """What a source hands its spans to (the pipeline)."""
 
     def accepting(self) -> bool:
-        """False while the evaluation queue is full: the source must push back on its senders."""
+        """False while intake is paused: the source must push back on its senders."""
+        ...
+
+    def pause_reason(self) -> str | None:
+        """Why intake is paused (`queue_full`, `judge_unavailable`), or None while accepting.
+
+        Receivers answer 503 / UNAVAILABLE with this reason and count it in
+        ragpulse_requests_refused_total{source,reason}; the Kafka source pauses its partitions.
+        """
+        ...
+
+    def retry_after_seconds(self) -> float:
+        """How long a refused sender should wait before retrying (the Retry-After it is sent)."""
         ...
 
     def accept(self, request: DecodedRequest, source: str) -> int:

@@ -4,7 +4,8 @@
   spans that were rejected (e.g. malformed ids) and says why.
 - 400 with a google.rpc.Status when the body cannot be decoded (not retryable).
 - 413 when the body is larger than `otlp_max_body_bytes`, 415 for other content types.
-- 503 with Retry-After while the evaluation queue is full, so the exporter retries later.
+- 503 with Retry-After while intake is paused (evaluation queue full, judge unavailable), so the
+  exporter retries later.
 """
 
 from __future__ import annotations
@@ -103,11 +104,12 @@ class OtlpHttpSource:
         except ContentEncodingError as exc:
             return self._undecodable(f"body cannot be decompressed: {exc}", encoding)
 
-        if not self._intake.accepting():
+        reason = self._intake.pause_reason()
+        if reason is not None:
             response = _status_response(
-                503, code_pb2.UNAVAILABLE, "evaluation queue is full; retry later", encoding
+                503, code_pb2.UNAVAILABLE, f"intake paused ({reason}); retry later", encoding
             )
-            response.headers["Retry-After"] = "1"
+            response.headers["Retry-After"] = str(max(1, round(self._intake.retry_after_seconds())))
             return response
         try:
             decoded = decode_request(body, encoding)
