@@ -134,6 +134,9 @@ class DriftDetector:
             "variance": self._variance,
             "cusum": self._cusum,
             "window": list(self._window),
+            # The running sums, so that a restored detector continues bit for bit.
+            "window_sum": self._window_sum,
+            "window_squares": self._window_squares,
         }
 
     @classmethod
@@ -160,6 +163,10 @@ class DriftDetector:
             raise ValueError("malformed drift state: negative count or non-finite value")
         # A window longer than configured now keeps its most recent scores.
         detector._window.extend(window)
-        detector._window_sum = sum(detector._window)
-        detector._window_squares = sum(v * v for v in detector._window)
+        if len(detector._window) == len(window) and "window_sum" in state:
+            detector._window_sum = float(state["window_sum"])
+            detector._window_squares = float(state["window_squares"])
+        else:
+            detector._window_sum = sum(detector._window)
+            detector._window_squares = sum(v * v for v in detector._window)
         return detector

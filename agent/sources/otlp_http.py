@@ -136,6 +136,9 @@ class OtlpHttpSource:
             access_log=log,
             access_log_class=_refusal_log(self._refusals),
             logger=_server_log,
+            # Never read on after a refusal (413 on Content-Length, a corrupt gzip stream): the rest
+            # of such a body is not worth reading or inflating.
+            lingering_time=0,
         )
         await self._runner.setup()
         site = web.TCPSite(self._runner, self._host, self._port, reuse_address=True)
@@ -196,14 +199,6 @@ class OtlpHttpSource:
                 encoding,
                 refusals.UNSUPPORTED_MEDIA_TYPE,
             )
-        # Refuse before reading (and inflating) a body that would be refused anyway.
-        reason = intake.pause_reason()
-        if reason is not None:
-            response = _status_response(
-                503, code_pb2.UNAVAILABLE, f"intake paused ({reason}); retry later", encoding, reason
-            )
-            response.headers["Retry-After"] = str(max(1, round(intake.retry_after_seconds())))
-            return response
         if request.content_length is not None and request.content_length > self._max_body_bytes:
             return self._too_large(encoding)
         try:
@@ -213,6 +208,15 @@ class OtlpHttpSource:
             return self._too_large(encoding)
         except (RequestPayloadError, ContentEncodingError) as exc:
             return self._undecodable(f"body cannot be decompressed ({content_encoding}): {exc}", encoding)
+        # Refused after reading: a server that closes with unread input resets the connection, and
+        # the sender would never see the 503 and its Retry-After.
+        reason = intake.pause_reason()
+        if reason is not None:
+            response = _status_response(
+                503, code_pb2.UNAVAILABLE, f"intake paused ({reason}); retry later", encoding, reason
+            )
+            response.headers["Retry-After"] = str(max(1, round(intake.retry_after_seconds())))
+            return response
 
         try:
             if len(body) <= DECODE_INLINE_BYTES or self._decoder is None:
