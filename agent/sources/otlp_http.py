@@ -40,6 +40,16 @@ from agent.telemetry import Telemetry
 log = logging.getLogger(__name__)
 # aiohttp logs every malformed request with a traceback; through this logger, once per 10 s.
 _server_log = logging.getLogger(f"{__name__}.server")
+
+
+def _not_a_refused_body(record: logging.LogRecord) -> bool:
+    # aiohttp logs the corrupt-compression error again when it drains the refused body: it was
+    # answered (400) and counted already.
+    error = record.exc_info[1] if record.exc_info else None
+    return not isinstance(error, (RequestPayloadError, ContentEncodingError))
+
+
+_server_log.addFilter(_not_a_refused_body)
 _server_log.addFilter(RateLimitFilter())
 _error_log = logging.getLogger(f"{__name__}.errors")
 _error_log.addFilter(RateLimitFilter())
@@ -55,6 +65,8 @@ _CONTENT_ENCODINGS = ("identity", "gzip", "deflate")
 DECODE_INLINE_BYTES = 64 * 1024
 # Spans handed to the pipeline per event-loop turn (whole traces are never split).
 ACCEPT_SLICE_SPANS = 2_000
+# How long the rest of a refused body is drained before the connection is closed.
+_LINGER_SECONDS = 2.0
 # The response key a handler sets to name why it refused the request (read by the access log).
 _REFUSAL = "ragpulse.refusal"
 
@@ -136,9 +148,9 @@ class OtlpHttpSource:
             access_log=log,
             access_log_class=_refusal_log(self._refusals),
             logger=_server_log,
-            # Never read on after a refusal (413 on Content-Length, a corrupt gzip stream): the rest
-            # of such a body is not worth reading or inflating.
-            lingering_time=0,
+            # After a refusal (413) the rest of the body is read and dropped for at most this long,
+            # so the sender sees the answer instead of a reset connection, and then cut off.
+            lingering_time=_LINGER_SECONDS,
         )
         await self._runner.setup()
         site = web.TCPSite(self._runner, self._host, self._port, reuse_address=True)
