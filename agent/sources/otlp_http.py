@@ -11,15 +11,18 @@
 Every refused request, including the 400s aiohttp sends itself for malformed HTTP, is counted in
 `ragpulse_requests_refused_total{source="otlp_http",reason}` (see agent/sources/refusals.py).
 
-Bodies larger than `DECODE_INLINE_BYTES` are decoded in a worker thread, and a decoded request is
-handed to the pipeline in slices of whole traces, so that a 32 MiB body never holds the event loop
-(health checks, /metrics, other requests) for long.
+Compressed bodies are inflated (bounded by `otlp_max_body_bytes`) and bodies larger than
+`DECODE_INLINE_BYTES` are decoded in a worker thread, and a decoded request is handed to the
+pipeline in slices of whole traces, so that neither a 32 MiB body nor a gzip bomb holds the event
+loop (health checks, /metrics, other requests) for long.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+import zlib
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
@@ -106,6 +109,45 @@ def _refusal_log(count: refusals.Refusals) -> type[AbstractAccessLogger]:
     return RefusalLog
 
 
+class _TooLarge(Exception):
+    """The body inflates past the size limit."""
+
+
+def _inflate(body: bytes, content_encoding: str, limit: int) -> bytes:
+    """The body without its gzip or deflate encoding, at most `limit` bytes (else _TooLarge).
+
+    Raises:
+        UndecodableError: the body is not valid data in that encoding.
+    """
+    if content_encoding == "identity":
+        return body
+    # gzip: a gzip header (wbits 16+); deflate: zlib-wrapped as the RFC says, or raw as some send.
+    attempts = (16 + zlib.MAX_WBITS,) if content_encoding == "gzip" else (zlib.MAX_WBITS, -zlib.MAX_WBITS)
+    error: zlib.error | None = None
+    for wbits in attempts:
+        try:
+            out = bytearray()
+            data = body
+            while data:  # concatenated gzip members are one body
+                inflater = zlib.decompressobj(wbits)
+                out += inflater.decompress(data, limit + 1 - len(out))
+                if len(out) > limit:
+                    raise _TooLarge
+                if not inflater.eof:
+                    if inflater.unconsumed_tail:  # more output than allowed is waiting
+                        raise _TooLarge
+                    raise zlib.error("truncated stream")
+                data = inflater.unused_data
+            return bytes(out)
+        except zlib.error as exc:
+            error = exc
+    raise UndecodableError(f"body cannot be decompressed ({content_encoding}): {error}")
+
+
+def _inflate_and_decode(body: bytes, content_encoding: str, encoding: Encoding, limit: int) -> DecodedRequest:
+    return decode_request(_inflate(body, content_encoding, limit), encoding)
+
+
 def _slices(request: DecodedRequest, size: int) -> Iterator[DecodedRequest]:
     """The request in parts of about `size` spans, each trace's spans in one part."""
     if len(request.spans) <= size:
@@ -148,6 +190,8 @@ class OtlpHttpSource:
             access_log=log,
             access_log_class=_refusal_log(self._refusals),
             logger=_server_log,
+            # Bodies are inflated here, in the decoding thread, never on the event loop.
+            auto_decompress=False,
             # After a refusal (413) the rest of the body is read and dropped for at most this long,
             # so the sender sees the answer instead of a reset connection, and then cut off.
             lingering_time=_LINGER_SECONDS,
@@ -214,12 +258,12 @@ class OtlpHttpSource:
         if request.content_length is not None and request.content_length > self._max_body_bytes:
             return self._too_large(encoding)
         try:
-            # aiohttp inflates gzip/deflate bodies itself; client_max_size bounds the inflated size.
+            # client_max_size bounds the body as sent; _inflate bounds it once inflated.
             body = await request.read()
         except web.HTTPRequestEntityTooLarge:
             return self._too_large(encoding)
         except (RequestPayloadError, ContentEncodingError) as exc:
-            return self._undecodable(f"body cannot be decompressed ({content_encoding}): {exc}", encoding)
+            return self._undecodable(f"body cannot be read ({content_encoding}): {exc}", encoding)
         # Refused after reading: a server that closes with unread input resets the connection, and
         # the sender would never see the 503 and its Retry-After.
         reason = intake.pause_reason()
@@ -230,15 +274,17 @@ class OtlpHttpSource:
             response.headers["Retry-After"] = str(max(1, round(intake.retry_after_seconds())))
             return response
 
+        work = functools.partial(_inflate_and_decode, body, content_encoding, encoding, self._max_body_bytes)
         try:
-            if len(body) <= DECODE_INLINE_BYTES or self._decoder is None:
-                decoded = decode_request(body, encoding)
+            if (content_encoding == "identity" and len(body) <= DECODE_INLINE_BYTES) or self._decoder is None:
+                decoded = work()
             else:
-                loop = asyncio.get_running_loop()
-                decoded = await loop.run_in_executor(self._decoder, decode_request, body, encoding)
+                decoded = await asyncio.get_running_loop().run_in_executor(self._decoder, work)
+        except _TooLarge:
+            return self._too_large(encoding)
         except UndecodableError as exc:
             return self._undecodable(str(exc), encoding)
-        del body
+        del body, work
         for part in _slices(decoded, ACCEPT_SLICE_SPANS):
             if part is not decoded:
                 await asyncio.sleep(0)  # let health checks and other requests in between slices
