@@ -34,7 +34,7 @@ def _run_in_thread_loop(call: Callable[[], Awaitable[T]]) -> T:
     loop: asyncio.AbstractEventLoop | None = getattr(_thread_state, "loop", None)
     if loop is None:
         loop = _thread_state.loop = asyncio.new_event_loop()
-    return loop.run_until_complete(call())  # type: ignore[arg-type]
+    return loop.run_until_complete(call())
 
 
 class BoundedJudge:
