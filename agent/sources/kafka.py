@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import signal
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -86,6 +88,18 @@ class _Rebalance(ConsumerRebalanceListener):
         self._source._on_assigned(set(assigned))
 
 
+def _stop_process_if_failed(task: asyncio.Task[None]) -> None:
+    """A consumer task that dies is never silent: log why and stop the agent (SIGTERM: graceful,
+    finished offsets are committed), so that its supervisor restarts it."""
+    if task.cancelled() or task.exception() is None:
+        return
+    log.critical(
+        "the Kafka consumer stopped on an unexpected error; stopping the agent so that it is restarted",
+        exc_info=task.exception(),
+    )
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
 class KafkaSource:
     name = SOURCE
 
@@ -118,6 +132,7 @@ class KafkaSource:
         self._consumer = consumer
         self._connected = True
         self._task = asyncio.create_task(self._run(), name="kafka-source")
+        self._task.add_done_callback(_stop_process_if_failed)
         log.info(
             "consuming %s from %s as group %s (%s)",
             self._config.topic,
