@@ -436,3 +436,57 @@ def test_metrics_scrape_is_served_during_a_32_mib_body() -> None:
         assert result.value("ragpulse_event_loop_lag_max_seconds") < 2.5
     finally:
         agent.kill()
+
+
+def test_the_results_producer_never_blocks_the_loop_while_the_broker_is_away(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """kafka-python's send() blocks up to max_block_ms without metadata; it must not block the loop."""
+    import asyncio
+
+    from agent.exporters.kafka_results import KafkaResultsExporter
+    from agent.model import Chunk, MetricResult, RagInteraction
+    from tests.fixtures.kafka_broker import kafka_broker
+
+    interaction = RagInteraction("ab" * 16, "cd" * 8, "q", (Chunk("c"),), "r", "svc", "/r")
+    results = [MetricResult.ok("faithfulness", 1.0, judge="lexical")]
+    with kafka_broker(tmp_path) as own:
+        if own.process is None:
+            pytest.skip("needs a broker process to freeze (Tansu)")
+        exporter = KafkaResultsExporter(
+            {"bootstrap_servers": [own.bootstrap]},
+            f"results_{uuid.uuid4().hex[:8]}",  # never seen: send() must wait for its metadata
+            timeout_seconds=20,
+            max_block_seconds=3,
+        )
+
+        async def run() -> tuple[BaseException | None, float, float]:
+            await exporter.start()
+            own.process.send_signal(signal.SIGSTOP)  # type: ignore[union-attr]
+            longest, done = 0.0, False
+
+            async def ticker() -> None:
+                nonlocal longest
+                last = time.perf_counter()
+                while not done:
+                    await asyncio.sleep(0.01)
+                    now = time.perf_counter()
+                    longest, last = max(longest, now - last), now
+
+            ticking = asyncio.create_task(ticker())
+            started = time.perf_counter()
+            error: BaseException | None = None
+            try:
+                await exporter.export(interaction, results)
+            except Exception as exc:
+                error = exc
+            finally:
+                elapsed = time.perf_counter() - started
+                done = True
+                await ticking
+                own.process.send_signal(signal.SIGCONT)  # type: ignore[union-attr]
+                await exporter.shutdown(2)
+            return error, elapsed, longest
+
+        error, elapsed, longest_gap = asyncio.run(run())
+    assert error is not None  # a failed export raises: the pipeline counts it and retries later
+    assert elapsed < 15  # bounded by max_block_seconds (3 s), not kafka-python's 60 s default
+    assert longest_gap < 1.0, longest_gap  # on the loop, send() would block it for 3 s
