@@ -207,8 +207,8 @@ def test_a_large_span_does_not_stall_health_checks() -> None:
             sentences.append(" ".join(rng.choice(words) for _ in range(10)).capitalize() + ".")
         return " ".join(sentences)
 
-    response = text(12_000)
-    chunks = [text(36_000) for _ in range(5)]
+    response = text(8_000)
+    chunks = [text(40_000) for _ in range(5)]
     agent = AgentProcess(env={"RAGPULSE_METRICS": "faithfulness,context_precision"})
     try:
         agent.wait_ready()
