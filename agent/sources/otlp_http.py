@@ -25,6 +25,7 @@ import logging
 import zlib
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
@@ -71,7 +72,10 @@ ACCEPT_SLICE_SPANS = 2_000
 # How long the rest of a refused body is drained before the connection is closed.
 _LINGER_SECONDS = 2.0
 # The response key a handler sets to name why it refused the request (read by the access log).
-_REFUSAL = "ragpulse.refusal"
+# (aiohttp >= 3.12 wants a typed key; older versions take the string.)
+_REFUSAL: Any = (
+    web.ResponseKey("ragpulse.refusal", str) if hasattr(web, "ResponseKey") else "ragpulse.refusal"
+)
 
 
 def _encode(message: status_pb2.Status | ExportTraceServiceResponse, encoding: Encoding) -> bytes:

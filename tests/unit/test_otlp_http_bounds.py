@@ -61,3 +61,105 @@ def test_large_requests_are_handed_over_in_slices_of_whole_traces() -> None:
     assert sorted(s.span_id for p in parts for s in p.spans) == sorted(s.span_id for s in spans)
     assert sum(len(p.rejected) for p in parts) == 1
     assert next(_slices(DecodedRequest(spans=spans[:10]), 40)).spans == spans[:10]
+
+
+# -- the receiver on a real socket, with a scripted intake ------------------------------------------
+
+
+class ScriptedIntake:
+    """An intake whose pause reason and accept() behaviour the test sets."""
+
+    def __init__(self, pause: str | None = None, fail: bool = False) -> None:
+        self.pause = pause
+        self.fail = fail
+        self.accepted: list[DecodedRequest] = []
+        self.dead: list[str] = []
+
+    def accepting(self) -> bool:
+        return self.pause is None
+
+    def pause_reason(self) -> str | None:
+        return self.pause
+
+    def retry_after_seconds(self) -> float:
+        return 7.0
+
+    def accept(self, request: DecodedRequest, source: str) -> int:
+        if self.fail:
+            raise RuntimeError("a bug in the pipeline")
+        self.accepted.append(request)
+        return len(self.accepted)
+
+    def low_watermark(self) -> int:
+        return 0
+
+    def dead_letter(self, reason: str, detail: str, count: int = 1) -> None:
+        self.dead.append(reason)
+
+
+def _serve(intake: ScriptedIntake, requests: list[tuple[bytes, dict[str, str]]]) -> tuple[list, dict]:  # type: ignore[type-arg]
+    import asyncio
+    import urllib.error
+    import urllib.request
+
+    from prometheus_client import CollectorRegistry
+
+    from agent.sources.otlp_http import OtlpHttpSource
+    from agent.telemetry import Telemetry
+
+    registry = CollectorRegistry()
+
+    def post(port: int, body: bytes, headers: dict[str, str]) -> tuple[int, dict[str, str]]:
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/traces", body, headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return response.status, dict(response.headers)
+        except urllib.error.HTTPError as exc:
+            return exc.code, dict(exc.headers)
+
+    async def run() -> list:  # type: ignore[type-arg]
+        source = OtlpHttpSource("127.0.0.1", 0, 1 << 20, telemetry=Telemetry(registry))
+        await source.start(intake)
+        try:
+            assert source.bound_port is not None
+            answers = [await asyncio.to_thread(post, source.bound_port, b, h) for b, h in requests]
+            await asyncio.sleep(0.1)  # the access log counts after the response is written
+            return answers
+        finally:
+            await source.stop()
+
+    answers = asyncio.run(run())
+    refused = {
+        sample.labels["reason"]: sample.value
+        for metric in registry.collect()
+        if metric.name == "ragpulse_requests_refused"
+        for sample in metric.samples
+        if sample.name.endswith("_total")
+    }
+    return answers, refused
+
+
+PROTOBUF = {"Content-Type": "application/x-protobuf"}
+
+
+def test_a_paused_intake_answers_503_with_retry_after_counted_by_its_reason() -> None:
+    answers, refused = _serve(ScriptedIntake(pause="judge_unavailable"), [(b"", PROTOBUF), (b"", PROTOBUF)])
+    assert [status for status, _ in answers] == [503, 503]
+    assert answers[0][1]["Retry-After"] == "7"
+    assert refused == {"judge_unavailable": 2}
+
+
+def test_a_bug_behind_the_receiver_is_a_400_never_a_500() -> None:
+    intake = ScriptedIntake(fail=True)
+    answers, refused = _serve(intake, [(b"", PROTOBUF)])
+    assert [status for status, _ in answers] == [400]
+    assert refused == {"internal_error": 1} and intake.dead == ["internal_error"]
+
+
+def test_accepted_bodies_are_not_refusals() -> None:
+    intake = ScriptedIntake()
+    answers, refused = _serve(
+        intake, [(b"", PROTOBUF), (gzip.compress(b""), {**PROTOBUF, "Content-Encoding": "gzip"})]
+    )
+    assert [status for status, _ in answers] == [200, 200]
+    assert refused == {} and len(intake.accepted) == 2
