@@ -35,6 +35,7 @@ from google.protobuf import json_format
 from google.rpc import code_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
+from agent.model import Span
 from agent.otlp.decode import DecodedRequest, Encoding, UndecodableError, decode_request
 from agent.sources import refusals
 from agent.sources.base import Intake
@@ -157,7 +158,7 @@ def _slices(request: DecodedRequest, size: int) -> Iterator[DecodedRequest]:
     if len(request.spans) <= size:
         yield request
         return
-    by_trace: dict[str, list] = {}
+    by_trace: dict[str, list[Span]] = {}
     for span in request.spans:
         by_trace.setdefault(span.trace_id, []).append(span)
     part = DecodedRequest(rejected=request.rejected)
