@@ -6,7 +6,8 @@ other while /healthz is polled every 20 ms:
 1. a ~200 KB span (a 12 KB response and five 36 KB chunks), judged by the configured judge;
 2. a 32 MiB-class OTLP/protobuf body (2,000 spans of 15 KB attributes), three times;
 3. hostile bodies: 2 KB and 200 KB of nested JSON, nested attribute values, random bytes, a body
-   that claims gzip and is not, a gzip bomb.
+   that claims gzip and is not, a gzip bomb;
+4. a 31 MiB body of 4,500 single-span RAG interactions (decoded, assembled and sampled).
 
 Reports, per phase, the longest /healthz round trip seen by the client and the agent's own
 `ragpulse_event_loop_lag_max_seconds` (longest stall since start); then, with --series, the
@@ -104,6 +105,20 @@ def large_span() -> bytes:
     return encode_spans(memory.get_finished_spans()).SerializeToString()
 
 
+def rag_bulk_body() -> bytes:
+    """~31 MiB of 4,500 single-span RAG interactions (five 1.3 KB chunks each)."""
+    memory, tr = tracer("bench-rag-bulk")
+    chunk = "Paris is the capital of France. " * 40
+    for i in range(4_500):
+        openinference_single_span(
+            tr,
+            query=f"Question {i} about Paris?",
+            chunks=[f"chunk {k} {chunk}" for k in range(5)],
+            response="Paris is the capital.",
+        )
+    return encode_spans(memory.get_finished_spans()).SerializeToString()
+
+
 def bulk_body() -> bytes:
     memory, tr = tracer("bench-bulk")
     for i in range(2_000):
@@ -155,6 +170,7 @@ def phase(name: str, otlp: str, metrics: str, run: Callable[[], None]) -> None:
 
 
 def series(otlp: str, metrics: str) -> None:
+    before = scrape(f"{metrics}/metrics").total("ragpulse_interactions_total")
     for s in range(100):
         memory, tr = tracer(f"svc-{s}")
         for r in range(100):
@@ -236,6 +252,13 @@ def main() -> None:
             lambda: statuses.extend(post(f"{otlp}/v1/traces", b, h) for b, h in hostile()),
         )
         print(f"hostile body statuses: {statuses} (5xx: {sum(s >= 500 for s in statuses)})")
+        rag_bulk = rag_bulk_body()
+        phase(
+            f"{len(rag_bulk) / 2**20:.0f} MiB of RAG spans",
+            otlp,
+            metrics,
+            lambda: [post(f"{otlp}/v1/traces", rag_bulk, PROTOBUF)],
+        )
         if args.series:
             series(otlp, metrics)
     finally:
