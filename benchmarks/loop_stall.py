@@ -185,7 +185,7 @@ def series(otlp: str, metrics: str) -> None:
     wait_until(
         metrics,
         lambda s: (
-            s.total("ragpulse_interactions_total") >= 10_000  # type: ignore[attr-defined]
+            s.total("ragpulse_interactions_total") >= before + 10_000  # type: ignore[attr-defined]
             and s.value("ragpulse_evaluation_queue_depth") == 0
         ),  # type: ignore[attr-defined]
         600,
