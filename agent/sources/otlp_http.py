@@ -69,7 +69,7 @@ _CONTENT_ENCODINGS = ("identity", "gzip", "deflate")
 # Bodies up to this size decode on the event loop (well under a millisecond); larger ones in a thread.
 DECODE_INLINE_BYTES = 64 * 1024
 # Spans handed to the pipeline per event-loop turn (whole traces are never split).
-ACCEPT_SLICE_SPANS = 250
+ACCEPT_SLICE_SPANS = 100
 # How long the rest of a refused body is drained before the connection is closed.
 _LINGER_SECONDS = 2.0
 # The response key a handler sets to name why it refused the request (read by the access log).
