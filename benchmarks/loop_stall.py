@@ -181,7 +181,10 @@ def series(otlp: str, metrics: str) -> None:
                 response="The capital is Paris.",
                 attributes={"http.route": f"/r/{r}"},
             )
-        post(f"{otlp}/v1/traces", encode_spans(memory.get_finished_spans()).SerializeToString(), PROTOBUF)
+        body = encode_spans(memory.get_finished_spans()).SerializeToString()
+        while (status := post(f"{otlp}/v1/traces", body, PROTOBUF)) == 503:  # intake paused: retry
+            time.sleep(1.0)
+        assert status == 200, status
     wait_until(
         metrics,
         lambda s: (
@@ -215,6 +218,9 @@ def main() -> None:
     parser.add_argument("--otlp", help="OTLP/HTTP base URL of a running agent (default: start one)")
     parser.add_argument("--metrics", help="metrics base URL of a running agent")
     parser.add_argument("--series", action="store_true", help="also measure /metrics at the series budget")
+    parser.add_argument(
+        "--series-only", action="store_true", help="only measure /metrics at the series budget"
+    )
     args = parser.parse_args()
 
     agent = None
@@ -225,6 +231,9 @@ def main() -> None:
     else:
         otlp, metrics = args.otlp.rstrip("/"), (args.metrics or "http://127.0.0.1:9464").rstrip("/")
     try:
+        if args.series_only:
+            series(otlp, metrics)
+            return
         large, bulk = large_span(), bulk_body()
         print(f"large span body {len(large) / 1e3:.0f} KB, bulk body {len(bulk) / 2**20:.1f} MiB")
         before = scrape(f"{metrics}/metrics").total("ragpulse_evaluations_total", service="bench-large")
