@@ -110,10 +110,6 @@ class Lease:
     shared: bool  # False when the shared store was down and only the local guard holds it
 
 
-class ClaimCounters(Protocol):
-    def idempotency_error(self) -> None: ...
-
-
 class Claims:
     """Claims on interaction ids for exactly-once scoring (see module docstring)."""
 
@@ -279,9 +275,14 @@ class JudgeGate:
         """Seconds until the next probe (what a refused sender is told), at least 1."""
         return max(1.0, self._until - self._clock()) if self.failing else 1.0
 
-    def failed(self, error: JudgeError) -> float:
-        """A retryable failure: close the gate (or keep it closed) for a backoff; returns the delay."""
-        self._failures += 1
+    def failed(self, error: JudgeError, *, probe: bool = True) -> float:
+        """A retryable failure: close the gate (or keep it closed) for a backoff; returns the delay.
+
+        Only the first failure and failed probes lengthen the backoff: calls that were already in
+        flight when the judge went away fail together and say nothing new.
+        """
+        if probe or not self.failing:
+            self._failures += 1
         backoff = min(self._max, self._base * 2 ** min(self._failures - 1, 16))
         delay = max(backoff * random.uniform(0.8, 1.2), error.retry_after or 0.0)
         if not self.failing:
@@ -292,7 +293,8 @@ class JudgeGate:
             )
         self._open.clear()
         self._until = max(self._until, self._clock() + delay)
-        self._probing = False
+        if probe:
+            self._probing = False
         self.last_reason = error.reason
         return delay
 
@@ -337,8 +339,6 @@ class DeliveryCounters(Protocol):
     def duplicate(self) -> None: ...
 
     def deferred(self, reason: str) -> None: ...
-
-    def export_failed(self, exporter: str) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -394,7 +394,7 @@ class Delivery:
                     if job.deferrals == 0:
                         job.successes_at_first_deferral = self.gate.successes
                     job.deferrals += 1
-                    self.gate.failed(failure)
+                    self.gate.failed(failure, probe=probe)
                     self.counters.deferred(failure.reason)
                     await self.claims.release(lease)
                     return Retry(0.0)  # the gate paces the retry

@@ -286,9 +286,6 @@ class _Counters:
     def deferred(self, reason: str) -> None:
         self._telemetry.evaluations_deferred.labels(reason).inc()
 
-    def export_failed(self, exporter: str) -> None:
-        self._telemetry.export_failures.labels(exporter).inc()
-
 
 @dataclass
 class Agent:

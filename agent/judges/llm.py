@@ -55,6 +55,12 @@ def load_litellm() -> Any:
 
     litellm.suppress_debug_info = True
     litellm.telemetry = False
+    # The OpenAI SDK (litellm's client for OpenAI-compatible judges) imports its resources on the
+    # first call, seconds of work on a busy machine: do it now, not on the running event loop.
+    try:
+        import openai.resources.chat  # noqa: F401
+    except ImportError:  # litellm without the OpenAI SDK: nothing to warm up
+        pass
     return litellm
 
 
