@@ -310,6 +310,13 @@ class JudgeGate:
         """The probe learnt nothing (no judge call was needed): let another one through."""
         self._probing = False
 
+    def nothing_waiting(self) -> None:
+        """No work is left to probe with (e.g. the deferred ones were scored elsewhere): open, so
+        intake resumes and the next interaction is the probe (the judge's breaker still guards)."""
+        if self.failing:
+            self._probing = False
+            self._open.set()
+
     async def admit(self) -> bool:
         """Wait until work may reach the judge; True when this caller is the probe."""
         while self.failing:

@@ -214,6 +214,7 @@ class Pipeline:
             except Exception:  # stage boundary: a bug must not kill the worker or lose the job
                 log.exception("delivery of %s failed; retrying it", job.interaction.interaction_id)
                 retry = Retry(self._delivery.busy_retry_seconds)
+            self.pause_reason()  # keeps ragpulse_intake_paused in step with the judge gate
             if retry is None:
                 self._finish(job.origin)
             elif retry.delay <= 0:
@@ -240,6 +241,8 @@ class Pipeline:
 
     def _finish(self, origin: int) -> None:
         self._ledger.finish(origin)
+        if not self._ledger.pending:
+            self.gate.nothing_waiting()
         self._publish_watermark()
 
     async def shutdown(self, timeout: float, *, flush_incomplete: bool = True) -> None:

@@ -93,7 +93,7 @@ class Producer(threading.Thread):
                                        delivery_timeout_ms=600_000, request_timeout_ms=30_000)  # fmt: skip
         self._topic = topic
         self._interval = 1.0 / rate
-        self._stop = threading.Event()
+        self._halt = threading.Event()
         self.sent: set[str] = set()
         self.failed = 0
         self._provider = TracerProvider(resource=Resource.create({"service.name": "soak"}))
@@ -104,7 +104,7 @@ class Producer(threading.Thread):
     def run(self) -> None:
         n = 0
         next_at = time.monotonic()
-        while not self._stop.is_set():
+        while not self._halt.is_set():
             n += 1
             openinference_single_span(
                 self._tracer,
@@ -123,10 +123,10 @@ class Producer(threading.Thread):
             future.add_callback(lambda _, i=interaction_id: self.sent.add(i))
             future.add_errback(lambda _: setattr(self, "failed", self.failed + 1))
             next_at += self._interval
-            self._stop.wait(max(0.0, next_at - time.monotonic()))
+            self._halt.wait(max(0.0, next_at - time.monotonic()))
 
     def stop(self) -> None:
-        self._stop.set()
+        self._halt.set()
         self.join(10)
         self._producer.flush(120)
         self._producer.close(30)
@@ -140,10 +140,10 @@ class Results(threading.Thread):
         self._consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
                                        enable_auto_commit=False, group_id=None)  # fmt: skip
         self.counts: collections.Counter[str] = collections.Counter()
-        self._stop = threading.Event()
+        self._halt = threading.Event()
 
     def run(self) -> None:
-        while not self._stop.is_set():
+        while not self._halt.is_set():
             with contextlib.suppress(Exception):
                 for messages in self._consumer.poll(500).values():
                     for message in messages:
@@ -154,7 +154,7 @@ class Results(threading.Thread):
                                     self.counts[kv.value.string_value] += 1
 
     def stop(self) -> None:
-        self._stop.set()
+        self._halt.set()
         self.join(10)
         self._consumer.close(autocommit=False)
 
@@ -167,10 +167,10 @@ class StallProbe(threading.Thread):
         self.agent: AgentProcess | None = None
         self.longest = 0.0
         self.samples = 0
-        self._stop = threading.Event()
+        self._halt = threading.Event()
 
     def run(self) -> None:
-        while not self._stop.wait(0.1):
+        while not self._halt.wait(0.1):
             agent = self.agent
             if agent is None or agent.process.poll() is not None:
                 continue
@@ -184,7 +184,7 @@ class StallProbe(threading.Thread):
                 self.samples += 1
 
     def stop(self) -> None:
-        self._stop.set()
+        self._halt.set()
         self.join(35)
 
 
