@@ -15,6 +15,7 @@ litellm is imported on first use only, so `import agent` and the local judge nev
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import logging
@@ -57,10 +58,8 @@ def load_litellm() -> Any:
     litellm.telemetry = False
     # The OpenAI SDK (litellm's client for OpenAI-compatible judges) imports its resources on the
     # first call, seconds of work on a busy machine: do it now, not on the running event loop.
-    try:
+    with contextlib.suppress(ImportError):  # litellm without the OpenAI SDK: nothing to warm up
         import openai.resources.chat  # noqa: F401
-    except ImportError:  # litellm without the OpenAI SDK: nothing to warm up
-        pass
     return litellm
 
 

@@ -43,12 +43,7 @@ def redis_client(url: str, *, socket_timeout: float = 1.0, max_connections: int 
     from redis.backoff import NoBackoff
     from redis.exceptions import ConnectionError as RedisConnectionError
 
-    timeouts: dict[str, Any] = {"socket_timeout": socket_timeout, "socket_connect_timeout": socket_timeout}
-    reconnect: dict[str, Any] = {
-        "retry": Retry(NoBackoff(), 1),
-        "retry_on_error": [RedisConnectionError, ConnectionResetError, BrokenPipeError],
-        "health_check_interval": 5,
-    }
+    retry_on: list[type[Exception]] = [RedisConnectionError, ConnectionResetError, BrokenPipeError]
     parts = urlsplit(url)
     if parts.scheme == "redis+sentinel":
         hosts = [_host_port(h, 26379) for h in parts.netloc.rpartition("@")[2].split(",")]
@@ -57,17 +52,38 @@ def redis_client(url: str, *, socket_timeout: float = 1.0, max_connections: int 
             raise ValueError(f"{url!r}: a sentinel URL names the service: redis+sentinel://host:port/service")
         password = unquote(parts.password) if parts.password else None
         db = int(path[1]) if len(path) > 1 else 0
+        timeouts = {"socket_timeout": socket_timeout, "socket_connect_timeout": socket_timeout}
         sentinel = Sentinel(
-            hosts, sentinel_kwargs=timeouts, password=password, db=db, **timeouts, **reconnect
+            hosts,
+            sentinel_kwargs=timeouts,
+            password=password,
+            db=db,
+            socket_timeout=socket_timeout,
+            socket_connect_timeout=socket_timeout,
+            retry=Retry(NoBackoff(), 1),
+            retry_on_error=retry_on,
+            health_check_interval=5,
         )
         return sentinel.master_for(path[0])
     if parts.scheme == "redis+cluster":
         nodes = [ClusterNode(*_host_port(h, 6379)) for h in parts.netloc.rpartition("@")[2].split(",")]
         password = unquote(parts.password) if parts.password else None
-        return RedisCluster(startup_nodes=nodes, password=password, **timeouts)
+        return RedisCluster(
+            startup_nodes=nodes,
+            password=password,
+            socket_timeout=socket_timeout,
+            socket_connect_timeout=socket_timeout,
+        )
     if parts.scheme in ("redis", "rediss", "unix"):
         pool = BlockingConnectionPool.from_url(
-            url, max_connections=max_connections, timeout=socket_timeout, **timeouts, **reconnect
+            url,
+            max_connections=max_connections,
+            timeout=socket_timeout,
+            socket_timeout=socket_timeout,
+            socket_connect_timeout=socket_timeout,
+            retry=Retry(NoBackoff(), 1),
+            retry_on_error=retry_on,
+            health_check_interval=5,
         )
         return Redis.from_pool(pool)  # the client owns the pool and closes it
     raise ValueError(f"unsupported Redis URL scheme {parts.scheme!r} in {url!r}")

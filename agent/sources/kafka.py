@@ -267,7 +267,7 @@ class KafkaSource:
             )
             return
         with self._lock:
-            self._offsets.committed(commits)  # type: ignore[arg-type]
+            self._offsets.committed(commits)
 
     # -- rebalances (called on kafka-python's IO thread) ------------------------------------------
 
@@ -284,7 +284,7 @@ class KafkaSource:
         if commit and consumer is not None and intake is not None:
             with self._lock:
                 commits = {
-                    tp: offset  # type: ignore[misc]
+                    tp: offset
                     for tp, offset in self._offsets.committable(intake.low_watermark()).items()
                     if tp in revoked
                 }
@@ -301,7 +301,7 @@ class KafkaSource:
                 )
             else:
                 with self._lock:
-                    self._offsets.committed(commits)  # type: ignore[arg-type]
+                    self._offsets.committed(commits)
         with self._lock:
             self._owned -= revoked
             owned = len(self._owned)
