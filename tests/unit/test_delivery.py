@@ -343,3 +343,33 @@ def test_keep_rules_have_a_cap_of_their_own_and_budget_drops_are_labelled() -> N
     assert sampler.decide(interaction(9, {})).reason == "budget"  # the base rate 1.0 would keep it
     now[0] = 30.0  # half a minute refills one token
     assert sampler.decide(interaction(10, {"feedback.score": -1})).keep
+
+
+def test_gate_opens_when_nothing_is_left_to_probe_with() -> None:
+    async def scenario() -> None:
+        gate = JudgeGate(base_delay=10.0)
+        gate.failed(JudgeError("down", retryable=True, reason="server_error"))
+        assert gate.failing
+        gate.nothing_waiting()  # e.g. the deferred interaction was scored by another replica
+        assert not gate.failing
+        assert await asyncio.wait_for(gate.admit(), 1) is False
+
+    run(scenario())
+
+
+def test_retry_after_is_read_from_seconds_milliseconds_and_dates() -> None:
+    from datetime import UTC, datetime, timedelta
+    from email.utils import format_datetime
+
+    from agent.judges.llm import retry_after_seconds
+
+    class Failure(Exception):
+        def __init__(self, headers: dict[str, str]) -> None:
+            self.litellm_response_headers = headers
+
+    assert retry_after_seconds(Failure({"retry-after": "6"})) == 6.0
+    assert retry_after_seconds(Failure({"retry-after-ms": "1500"})) == 1.5
+    when = format_datetime(datetime.now(UTC) + timedelta(seconds=30), usegmt=True)
+    assert 25 <= (retry_after_seconds(Failure({"retry-after": when})) or 0) <= 31
+    assert retry_after_seconds(Failure({})) is None
+    assert retry_after_seconds(ValueError("no headers")) is None
