@@ -195,6 +195,14 @@ class Telemetry:
             registry=registry,
         )
 
+        # Alerting: the configured thresholds, so alert rules need no editing when they change.
+        self.quality_threshold = Gauge(
+            "ragpulse_quality_threshold",
+            "Score mean below which the quality alert fires, per metric (setting alert_thresholds).",
+            ["metric"],
+            registry=registry,
+        )
+
     # SpendMeter, for the judge budget
     def total(self) -> Spend:
         return Spend(_sum_of_totals(self.judge_requests), _sum_of_totals(self.judge_cost))
