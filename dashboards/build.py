@@ -116,7 +116,7 @@ def quality() -> dash.Dashboard:
             "Mean $metric (5m) against its alert threshold",
             "percentunit",
             query(
-                f"service_route_metric:ragpulse_score:mean5m{{{ROUTE_FILTER},metric=\"$metric\"}}",
+                f'service_route_metric:ragpulse_score:mean5m{{{ROUTE_FILTER},metric="$metric"}}',
                 "{{service}} {{route}}",
             ),
             query('metric:ragpulse_quality_threshold:max{metric="$metric"}', "threshold", "B"),
@@ -133,24 +133,33 @@ def quality() -> dash.Dashboard:
             "threshold",
             [
                 dash_model.DynamicConfigValue(id_val="color", value={"mode": "fixed", "fixedColor": "red"}),
-                dash_model.DynamicConfigValue(id_val="custom.lineStyle", value={"fill": "dash", "dash": [10, 10]}),
+                dash_model.DynamicConfigValue(
+                    id_val="custom.lineStyle", value={"fill": "dash", "dash": [10, 10]}
+                ),
                 dash_model.DynamicConfigValue(id_val="custom.fillBelowTo", value=""),
                 dash_model.DynamicConfigValue(id_val="custom.fillOpacity", value=0),
             ],
         )
     )
-    week = _series(
-        "1h mean against the same hour a week earlier",
-        "percentunit",
-        query(f"service_route_metric:ragpulse_score:mean1h{{{SCORE_FILTER}}}", "{{service}} {{route}} {{metric}}"),
-        query(
-            f"service_route_metric:ragpulse_score:mean1h{{{SCORE_FILTER}}} offset 1w",
-            "{{service}} {{route}} {{metric}} a week earlier",
-            "B",
-        ),
-        description="RagpulseQualityWeekOverWeekDrop fires when the 1h mean falls more than 0.1 below "
-        "the same hour a week earlier.",
-    ).min(0).max(1)
+    week = (
+        _series(
+            "1h mean against the same hour a week earlier",
+            "percentunit",
+            query(
+                f"service_route_metric:ragpulse_score:mean1h{{{SCORE_FILTER}}}",
+                "{{service}} {{route}} {{metric}}",
+            ),
+            query(
+                f"service_route_metric:ragpulse_score:mean1h{{{SCORE_FILTER}}} offset 1w",
+                "{{service}} {{route}} {{metric}} a week earlier",
+                "B",
+            ),
+            description="RagpulseQualityWeekOverWeekDrop fires when the 1h mean falls more than 0.1 below "
+            "the same hour a week earlier.",
+        )
+        .min(0)
+        .max(1)
+    )
     distribution = (
         heatmap.Panel()
         .title("Score distribution")
@@ -205,7 +214,8 @@ def quality() -> dash.Dashboard:
         "Scored interactions per second",
         "ops",
         query(
-            f"sum by (service, route, metric) (rate(ragpulse_score_count{{{SCORE_FILTER}}}[$__rate_interval]))",
+            f"sum by (service, route, metric) "
+            f"(rate(ragpulse_score_count{{{SCORE_FILTER}}}[$__rate_interval]))",
             "{{service}} {{route}} {{metric}}",
         ),
         description="Means over few scores are noise: the quality alert needs 20 scores in 5m.",
@@ -214,10 +224,12 @@ def quality() -> dash.Dashboard:
         "Evaluation outcomes per second",
         "ops",
         query(
-            f"sum by (metric, outcome) (rate(ragpulse_evaluations_total{{{SCORE_FILTER}}}[$__rate_interval]))",
+            f"sum by (metric, outcome) "
+            f"(rate(ragpulse_evaluations_total{{{SCORE_FILTER}}}[$__rate_interval]))",
             "{{metric}} {{outcome}}",
         ),
-        description="ok: scored; skipped: undefined (no chunks, no claims), never a 0; error: the judge failed.",
+        description="ok: scored; skipped: undefined (no chunks, no claims), never a 0; "
+        "error: the judge failed.",
     )
     alert_annotation = (
         dash.AnnotationQuery()
@@ -257,8 +269,16 @@ def judges() -> dash.Dashboard:
             "Judge calls, latency, errors, verdict cache, tokens and cost.",
         )
         .with_row(dash.Row("Calls"))
-        .with_panel(_stat("Judge error ratio (5m)", "percentunit", "max(model:ragpulse_judge_requests:error_ratio_rate5m)"))
-        .with_panel(_stat("Cache hit ratio (5m)", "percentunit", "avg(job:ragpulse_judge_cache_hits:ratio_rate5m)"))
+        .with_panel(
+            _stat(
+                "Judge error ratio (5m)",
+                "percentunit",
+                "max(model:ragpulse_judge_requests:error_ratio_rate5m)",
+            )
+        )
+        .with_panel(
+            _stat("Cache hit ratio (5m)", "percentunit", "avg(job:ragpulse_judge_cache_hits:ratio_rate5m)")
+        )
         .with_panel(_stat("Cost, last hour", "currencyUSD", "sum(model:ragpulse_judge_cost_usd:increase1h)"))
         .with_panel(_stat("Budget exhausted", "bool", "max(ragpulse_judge_budget_exhausted)"))
         .with_panel(
@@ -302,7 +322,9 @@ def judges() -> dash.Dashboard:
                 "percentunit",
                 query("job:ragpulse_judge_cache_hits:ratio_rate5m", "hit ratio"),
                 description="Only cache misses are sent to the judge.",
-            ).min(0).max(1)
+            )
+            .min(0)
+            .max(1)
         )
         .with_row(dash.Row("Usage and cost"))
         .with_panel(
@@ -359,7 +381,9 @@ def pipeline() -> dash.Dashboard:
             _series(
                 "Spans received per second",
                 "ops",
-                query("sum by (source) (rate(ragpulse_spans_received_total[$__rate_interval]))", "{{source}}"),
+                query(
+                    "sum by (source) (rate(ragpulse_spans_received_total[$__rate_interval]))", "{{source}}"
+                ),
                 query(
                     "sum by (reason) (rate(ragpulse_spans_skipped_total[$__rate_interval]))",
                     "skipped: {{reason}}",
@@ -372,7 +396,8 @@ def pipeline() -> dash.Dashboard:
                 "Interactions per second",
                 "ops",
                 query(
-                    f"sum by (service, route) (rate(ragpulse_interactions_total{{{ROUTE_FILTER}}}[$__rate_interval]))",
+                    f"sum by (service, route) "
+                    f"(rate(ragpulse_interactions_total{{{ROUTE_FILTER}}}[$__rate_interval]))",
                     "{{service}} {{route}}",
                 ),
                 query(
@@ -391,9 +416,13 @@ def pipeline() -> dash.Dashboard:
                     f"service_route:ragpulse_interactions_sampled:ratio_rate5m{{{ROUTE_FILTER}}}",
                     "{{service}} {{route}}",
                 ),
-                query('max by (service) (ragpulse_sample_ratio{service=~"$service"})', "{{service}} rate", "B"),
+                query(
+                    'max by (service) (ragpulse_sample_ratio{service=~"$service"})', "{{service}} rate", "B"
+                ),
                 description="Lowered by per-service rates and by the judge budget.",
-            ).min(0).max(1)
+            )
+            .min(0)
+            .max(1)
         )
         .with_panel(
             _series(

@@ -142,10 +142,10 @@ def recording_rules() -> list[dict[str, str]]:
 
 
 def _quality_value(window: str) -> str:
+    series = f"service_route_metric:ragpulse_score:mean{window}"
     return (
-        '{{ with printf "service_route_metric:ragpulse_score:mean%s{service=%%q,route=%%q,metric=%%q}" '
-        % window
-        + "$labels.service $labels.route $labels.metric | query }}"
+        f'{{{{ with printf "{series}{{service=%q,route=%q,metric=%q}}" '
+        "$labels.service $labels.route $labels.metric | query }}"
         '{{ . | first | value | printf "%.3f" }}{{ end }}'
     )
 
@@ -174,7 +174,7 @@ def alert_rules(p: RuleParams) -> list[dict[str, Any]]:
             "for": p.quality_for,
             "severity": "critical",
             "summary": f"{_WHERE} below its threshold",
-            "description": f"The 5m mean of {_WHERE} is {{{{ $value | printf \"%.3f\" }}}}, below "
+            "description": f'The 5m mean of {_WHERE} is {{{{ $value | printf "%.3f" }}}}, below '
             f"the threshold {_THRESHOLD_VALUE}, over {_COUNT_5M} scored interactions, for "
             f"{p.quality_for}.",
         },
@@ -212,7 +212,7 @@ def alert_rules(p: RuleParams) -> list[dict[str, Any]]:
             "for": p.judge_errors_for,
             "severity": "warning",
             "summary": "Judge {{ $labels.model }} is failing",
-            "description": '{{ $value | humanizePercentage }} of the calls to judge {{ $labels.model }} '
+            "description": "{{ $value | humanizePercentage }} of the calls to judge {{ $labels.model }} "
             f"failed over the last 5m (alerting above {p.judge_error_ratio:.0%}); failed "
             "evaluations are counted as errors, never as scores, so quality series thin out.",
         },
@@ -232,13 +232,12 @@ def alert_rules(p: RuleParams) -> list[dict[str, Any]]:
             "for": p.lag_for,
             "severity": "warning",
             "summary": "ragpulse is falling behind on {{ $labels.topic }}",
-            "description": "{{ $value | printf \"%.0f\" }} messages of {{ $labels.topic }} are not yet "
+            "description": '{{ $value | printf "%.0f" }} messages of {{ $labels.topic }} are not yet '
             f"committed and the lag has grown over 15m (alerting above {p.lag_messages}).",
         },
         {
             "alert": "RagpulseDeadLetters",
-            "expr": "sum by (reason) (increase(ragpulse_dead_letters_total[10m])) "
-            f"> {p.dead_letters_10m}",
+            "expr": f"sum by (reason) (increase(ragpulse_dead_letters_total[10m])) > {p.dead_letters_10m}",
             "for": p.dead_letters_for,
             "severity": "warning",
             "summary": "Input is being dead-lettered ({{ $labels.reason }})",
@@ -258,12 +257,11 @@ def alert_rules(p: RuleParams) -> list[dict[str, Any]]:
         },
         {
             "alert": "RagpulseEvaluationBacklogStale",
-            "expr": "max by (job) (ragpulse_oldest_unfinished_seconds) "
-            f"> {p.oldest_unfinished_seconds}",
+            "expr": f"max by (job) (ragpulse_oldest_unfinished_seconds) > {p.oldest_unfinished_seconds}",
             "for": p.oldest_unfinished_for,
             "severity": "warning",
             "summary": "An interaction has waited too long to be scored",
-            "description": 'The oldest interaction taken in and not yet scored is {{ $value | '
+            "description": "The oldest interaction taken in and not yet scored is {{ $value | "
             f"humanizeDuration }}}} old (alerting above {p.oldest_unfinished_seconds}s).",
         },
         {
@@ -314,9 +312,10 @@ def extra_groups(p: RuleParams) -> list[dict[str, Any]]:
 
 def rule_groups(p: RuleParams | None = None) -> list[dict[str, Any]]:
     p = p or RuleParams()
+    # One group: rules of a group run in order at the same timestamp, so every alert reads the
+    # recording rules of this evaluation (across groups it could read the previous one).
     return [
-        {"name": "ragpulse.recording", "rules": recording_rules()},
-        {"name": "ragpulse.alerts", "rules": alert_rules(p)},
+        {"name": "ragpulse", "rules": [*recording_rules(), *alert_rules(p)]},
         *extra_groups(p),
     ]
 

@@ -81,7 +81,9 @@ def interaction(i: int, *, good: bool) -> tuple[str, list[str], str]:
         f"{country} is a country in Europe with a long history.",
     ]
     if good:
-        response = f"The capital of {country} is {city}, which has a population of {1 + i % 5} million people."
+        response = (
+            f"The capital of {country} is {city}, which has a population of {1 + i % 5} million people."
+        )
     else:
         response = f"The answer is Zanzibar, founded in {1700 + i} by admiral Blackbeard with {90 + i} ships."
     return query, chunks, response
@@ -138,9 +140,11 @@ class Webhook:
         with self.lock:
             for arrived, alert in self.received:
                 got = alert["labels"]
-                if got.get("alertname") == alertname and all(got.get(k) == v for k, v in labels.items()):
-                    if alert.get("status") == "firing":
-                        return arrived, alert
+                matches = got.get("alertname") == alertname and all(
+                    got.get(k) == v for k, v in labels.items()
+                )
+                if matches and alert.get("status") == "firing":
+                    return arrived, alert
         return None
 
 
@@ -213,7 +217,9 @@ class AlertingStack:
         self.agents = agents
         rules_module = load_module("deploy/prometheus/generate_rules.py")
         self.rules_path = workdir / "ragpulse.rules.yml"
-        self.rules_path.write_text(rules_module.render_rules(rules_module.RuleParams(for_override=for_override)))
+        self.rules_path.write_text(
+            rules_module.render_rules(rules_module.RuleParams(for_override=for_override))
+        )
         self.webhook = Webhook()
         self.servers: list[Server] = []
 

@@ -155,7 +155,11 @@ def test_drift_detector_fires_its_alert_and_unaffected_metrics_stay_quiet(scenar
     assert drift[0]["labels"]["severity"] == "critical"
     assert drift[0]["annotations"]["runbook_url"].endswith("#ragpulsequalitydrift")
     # Context relevancy does not change (same chunks): 2/3, above its default threshold of 0.6.
-    quality = [a["labels"]["metric"] for a in stack.firing() if a["labels"]["alertname"] == "RagpulseQualityBelowThreshold"]
+    quality = [
+        a["labels"]["metric"]
+        for a in stack.firing()
+        if a["labels"]["alertname"] == "RagpulseQualityBelowThreshold"
+    ]
     assert "faithfulness" in quality and "context_relevancy" not in quality
 
 
@@ -163,7 +167,9 @@ def test_recorded_means_pool_the_replicas_sums_and_counts(scenario: Scenario) ->
     labels = FAITHFULNESS
 
     def delta(name: str, i: int) -> float:
-        return (scenario.final[i].value(name, **labels) or 0.0) - (scenario.warm[i].value(name, **labels) or 0.0)
+        return (scenario.final[i].value(name, **labels) or 0.0) - (
+            scenario.warm[i].value(name, **labels) or 0.0
+        )
 
     sums = [delta("ragpulse_score_sum", i) for i in range(2)]
     counts = [delta("ragpulse_score_count", i) for i in range(2)]
