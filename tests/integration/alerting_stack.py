@@ -107,7 +107,11 @@ def send(agent: AgentProcess, start: int, count: int, *, good: bool, service: st
 
 @dataclass
 class Webhook:
-    """Alertmanager's webhook receiver: every alert it posts, with the time it arrived."""
+    """Alertmanager's webhook receiver: every alert it posts, with the time it arrived.
+
+    Each Alertmanager receiver posts to its own path (/page, /ticket, ...), kept in the alert as
+    "receiver", so tests see the routing too.
+    """
 
     received: list[tuple[float, dict[str, Any]]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -121,7 +125,7 @@ class Webhook:
                 arrived = time.monotonic()
                 with hook.lock:
                     for alert in json.loads(body).get("alerts", []):
-                        hook.received.append((arrived, alert))
+                        hook.received.append((arrived, {**alert, "receiver": self.path.strip("/")}))
                 self.send_response(200)
                 self.end_headers()
 
@@ -129,7 +133,7 @@ class Webhook:
                 pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/alerts"
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def stop(self) -> None:
@@ -190,10 +194,10 @@ class Server:
 
 
 def alertmanager_config(webhook_url: str) -> dict[str, Any]:
-    """deploy/alertmanager/alertmanager.yml with every receiver posting to the webhook, fast."""
+    """deploy/alertmanager/alertmanager.yml with each receiver posting to its webhook path, fast."""
     config = yaml.safe_load((ROOT / "deploy/alertmanager/alertmanager.yml").read_text())
     for receiver in config["receivers"]:
-        receiver["webhook_configs"] = [{"url": webhook_url, "send_resolved": False}]
+        receiver["webhook_configs"] = [{"url": f"{webhook_url}/{receiver['name']}", "send_resolved": False}]
     config["route"].update(group_wait="1s", group_interval="1s", repeat_interval="1h")
     return config
 

@@ -131,6 +131,7 @@ def test_quality_drop_reaches_the_webhook_with_labels_and_runbook(scenario: Scen
     arrived, alert = scenario.quality_alert
     labels, annotations = alert["labels"], alert["annotations"]
     assert labels["severity"] == "critical"
+    assert alert["receiver"] == "page", "deploy/alertmanager/alertmanager.yml routes critical alerts to page"
     assert {k: labels[k] for k in FAITHFULNESS} == FAITHFULNESS
     # The threshold came from the agents' environment, through ragpulse_quality_threshold.
     assert "below the threshold 0.65" in annotations["description"]
