@@ -279,6 +279,9 @@ def test_every_alert_is_documented_and_labelled() -> None:
     for rule in alerts:
         name = rule["alert"]
         assert re.search(rf"^## {name}$", runbook, re.M), f"docs/runbooks.md has no section {name}"
+        section = runbook.split(f"## {name}\n", 1)[1].split("\n## ", 1)[0]
+        for part in ("**Means:**", "**Check first:**", "**Silence:**"):
+            assert part in section, f"{name}: runbook section lacks {part}"
         assert rule["labels"]["severity"] in ("critical", "warning")
         annotations = rule["annotations"]
         assert annotations["summary"] and annotations["description"]
