@@ -28,7 +28,8 @@ ENV PATH=/opt/ragpulse/bin:$PATH \
 USER 65532:65532
 EXPOSE 4318 9464
 STOPSIGNAL SIGTERM
+# /healthz on the port of RAGPULSE_METRICS_LISTEN, whatever it is set to at run time.
 HEALTHCHECK --interval=10s --timeout=3s --start-period=20s --retries=3 \
-    CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:9464/healthz', timeout=2)"]
+    CMD ["python", "-c", "import os, urllib.request; port = os.environ.get('RAGPULSE_METRICS_LISTEN', ':9464').rsplit(':', 1)[1]; urllib.request.urlopen(f'http://127.0.0.1:{port}/healthz', timeout=2)"]
 ENTRYPOINT ["ragpulse-entrypoint"]
 CMD ["run"]
