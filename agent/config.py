@@ -203,9 +203,9 @@ class Settings(BaseModel):
     # compare the recorded means against, so thresholds change without editing the rules.
     alert_thresholds: dict[str, float] = Field(
         dict(DEFAULT_ALERT_THRESHOLDS),
-        description="Score means below which the quality alert fires, metric=VALUE comma-separated "
-        "(unnamed metrics keep their defaults: faithfulness=0.8, context_relevancy=0.6, "
-        "answer_relevancy=0.7, context_precision=0.7).",
+        description="Score means below which the quality alert fires, metric=VALUE or "
+        "service/metric=VALUE (one service), comma-separated; unnamed metrics keep their defaults "
+        "(faithfulness=0.8, context_relevancy=0.6, answer_relevancy=0.7, context_precision=0.7).",
     )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
@@ -220,7 +220,8 @@ class Settings(BaseModel):
     def _known_metrics(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         from agent.metrics import METRICS
 
-        unknown = [name for name in value if name not in METRICS]
+        # A key is a metric (every service) or service/metric (that service only).
+        unknown = [name for name in value if str(name).rpartition("/")[2] not in METRICS]
         if unknown:
             raise ValueError(f"unknown metric(s) {unknown}; choose from {sorted(METRICS)}")
         return value
@@ -254,12 +255,13 @@ class Settings(BaseModel):
             for item in value:
                 name, sep, number = str(item).partition("=")
                 if not sep:
-                    raise ValueError(f"expected metric=VALUE, got {item!r}")
+                    raise ValueError(f"expected metric=VALUE or service/metric=VALUE, got {item!r}")
                 pairs[name.strip()] = number.strip()
             value = pairs
         if not isinstance(value, Mapping):
             raise ValueError("expected metric=VALUE entries or a mapping of metric to value")
-        unknown = [name for name in value if name not in METRICS]
+        # A key is a metric (every service) or service/metric (that service only).
+        unknown = [name for name in value if str(name).rpartition("/")[2] not in METRICS]
         if unknown:
             raise ValueError(f"unknown metric(s) {unknown}; choose from {sorted(METRICS)}")
         merged = dict(DEFAULT_ALERT_THRESHOLDS)

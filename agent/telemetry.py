@@ -198,8 +198,9 @@ class Telemetry:
         # Alerting: the configured thresholds, so alert rules need no editing when they change.
         self.quality_threshold = Gauge(
             "ragpulse_quality_threshold",
-            "Score mean below which the quality alert fires, per metric (setting alert_thresholds).",
-            ["metric"],
+            "Score mean below which the quality alert fires (setting alert_thresholds); "
+            "service is empty for the threshold of every service.",
+            ["service", "metric"],
             registry=registry,
         )
 

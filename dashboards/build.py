@@ -119,18 +119,23 @@ def quality() -> dash.Dashboard:
                 f'service_route_metric:ragpulse_score:mean5m{{{ROUTE_FILTER},metric="$metric"}}',
                 "{{service}} {{route}}",
             ),
-            query('metric:ragpulse_quality_threshold:max{metric="$metric"}', "threshold", "B"),
-            description="rate(sum)/rate(count) of ragpulse_score across replicas; the red line is the "
-            "threshold the agents export (alert_thresholds). RagpulseQualityBelowThreshold fires when "
-            "the mean stays below it for 15m on enough evaluations.",
+            query(
+                f'service_route_metric:ragpulse_quality_threshold:effective{{{ROUTE_FILTER},metric="$metric"}}',
+                "{{service}} {{route}} threshold",
+                "B",
+            ),
+            description="rate(sum)/rate(count) of ragpulse_score across replicas; the dashed red lines "
+            "are the thresholds the agents export (alert_thresholds, per metric or per service). "
+            "RagpulseQualityBelowThreshold fires when a mean stays below its threshold for 15m on "
+            "at least 20 scores in 5m.",
         )
         .min(0)
         .max(1)
         .repeat("metric")
         .repeat_direction("h")
         .max_per_row(2)
-        .override_by_name(
-            "threshold",
+        .override_by_regexp(
+            ".* threshold$",
             [
                 dash_model.DynamicConfigValue(id_val="color", value={"mode": "fixed", "fixedColor": "red"}),
                 dash_model.DynamicConfigValue(

@@ -90,16 +90,38 @@ def _count(window: str) -> dict[str, str]:
     }
 
 
-def _thresholds() -> dict[str, str]:
+def _thresholds() -> list[dict[str, str]]:
+    """The threshold of every scored series: its service's own, else its metric's, else the default.
+
+    Agents export `ragpulse_quality_threshold{metric}` for every service and
+    `ragpulse_quality_threshold{service,metric}` for one; max: while replicas disagree (a
+    rollout), the stricter threshold wins.
+    """
     fallbacks = "\n".join(
         f'or label_replace(vector({value}), "metric", "{metric}", "", "")'
         for metric, value in DEFAULT_THRESHOLDS.items()
     )
-    # max: while replicas disagree (a rollout), the stricter threshold wins.
-    return {
-        "record": "metric:ragpulse_quality_threshold:max",
-        "expr": f"max by (metric) (ragpulse_quality_threshold)\n{fallbacks}",
-    }
+    # `count * 0 +` gives the threshold the labels of each series that has scores in 5m.
+    scored = "0 * service_route_metric:ragpulse_score_count:increase5m"
+    per_service, per_metric = (
+        "service_metric:ragpulse_quality_threshold:max",
+        "metric:ragpulse_quality_threshold:max",
+    )
+    return [
+        {
+            "record": "metric:ragpulse_quality_threshold:max",
+            "expr": f'max by (metric) (ragpulse_quality_threshold{{service=""}})\n{fallbacks}',
+        },
+        {
+            "record": "service_metric:ragpulse_quality_threshold:max",
+            "expr": 'max by (service, metric) (ragpulse_quality_threshold{service!=""})',
+        },
+        {
+            "record": "service_route_metric:ragpulse_quality_threshold:effective",
+            "expr": f"{scored}\n  + on (service, metric) group_left () {per_service}\n"
+            f"or\n{scored}\n  + on (metric) group_left () {per_metric}",
+        },
+    ]
 
 
 def recording_rules() -> list[dict[str, str]]:
@@ -110,7 +132,7 @@ def recording_rules() -> list[dict[str, str]]:
         _mean("1d"),
         _count("5m"),
         _count("1h"),
-        _thresholds(),
+        *_thresholds(),
         {
             "record": "model:ragpulse_judge_requests:error_ratio_rate5m",
             # `or ... * 0`: a model with no failed call has ratio 0, not no data.
@@ -151,7 +173,8 @@ def _quality_value(window: str) -> str:
 
 
 _THRESHOLD_VALUE = (
-    '{{ with printf "metric:ragpulse_quality_threshold:max{metric=%q}" $labels.metric | query }}'
+    '{{ with printf "service_route_metric:ragpulse_quality_threshold:effective'
+    '{service=%q,route=%q,metric=%q}" $labels.service $labels.route $labels.metric | query }}'
     '{{ . | first | value | printf "%.2f" }}{{ end }}'
 )
 _COUNT_5M = (
@@ -168,7 +191,7 @@ def alert_rules(p: RuleParams) -> list[dict[str, Any]]:
         {
             "alert": "RagpulseQualityBelowThreshold",
             "expr": "(\n  service_route_metric:ragpulse_score:mean5m\n"
-            "  < on (metric) group_left () metric:ragpulse_quality_threshold:max\n)\n"
+            f"  < on ({score_key}) service_route_metric:ragpulse_quality_threshold:effective\n)\n"
             f"and on ({score_key})\n"
             f"  service_route_metric:ragpulse_score_count:increase5m >= {p.min_evaluations_5m}",
             "for": p.quality_for,

@@ -28,6 +28,13 @@ def test_environment_sets_some_and_the_rest_keep_their_defaults() -> None:
     }
 
 
+def test_a_service_can_have_its_own_threshold() -> None:
+    settings = load_settings(environ={"RAGPULSE_ALERT_THRESHOLDS": "checkout/faithfulness=0.9"})
+    assert settings.alert_thresholds == {**DEFAULT_ALERT_THRESHOLDS, "checkout/faithfulness": 0.9}
+    with pytest.raises(ConfigError, match="unknown metric"):
+        load_settings(environ={"RAGPULSE_ALERT_THRESHOLDS": "checkout/groundedness=0.9"})
+
+
 def test_yaml_mapping(tmp_path: Path) -> None:
     config = tmp_path / "ragpulse.yaml"
     config.write_text("alert_thresholds:\n  answer_relevancy: 0.55\n")
@@ -55,10 +62,14 @@ def test_the_agent_exports_its_thresholds() -> None:
     from agent.pipeline import build_agent
 
     registry = CollectorRegistry()
-    settings = load_settings(environ={"RAGPULSE_ALERT_THRESHOLDS": "faithfulness=0.65"})
+    settings = load_settings(
+        environ={"RAGPULSE_ALERT_THRESHOLDS": "faithfulness=0.65,checkout/answer_relevancy=0.9"}
+    )
     build_agent(settings, registry)
     exported = {
-        metric: registry.get_sample_value("ragpulse_quality_threshold", {"metric": metric})
+        metric: registry.get_sample_value("ragpulse_quality_threshold", {"service": "", "metric": metric})
         for metric in DEFAULT_ALERT_THRESHOLDS
     }
     assert exported == {**DEFAULT_ALERT_THRESHOLDS, "faithfulness": 0.65}
+    labels = {"service": "checkout", "metric": "answer_relevancy"}
+    assert registry.get_sample_value("ragpulse_quality_threshold", labels) == 0.9
