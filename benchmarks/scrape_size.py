@@ -60,7 +60,8 @@ def exposition(services: int, routes_per_service: int, shared_routes: bool) -> t
         telemetry.judge_requests.labels("lexical", name).inc()
     telemetry.judge_latency.labels("lexical").observe(0.01)
     for metric, value in defaults.alert_thresholds.items():
-        telemetry.quality_threshold.labels(metric).set(value)
+        service, _, name = metric.rpartition("/")
+        telemetry.quality_threshold.labels(service, name).set(value)
     body = generate_latest(telemetry.registry)
     lines = sum(1 for line in body.splitlines() if line and not line.startswith(b"#"))
     return len(pairs), lines, len(body), len(gzip.compress(body))
