@@ -62,14 +62,28 @@ def test_prometheus_configuration_is_valid(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_alertmanager_configuration_is_valid() -> None:
-    amtool = shutil.which("amtool")
-    if amtool is None:
+def amtool(*args: str) -> subprocess.CompletedProcess[str]:
+    binary = shutil.which("amtool")
+    if binary is None:
         pytest.skip("amtool not found: apt-get install prometheus-alertmanager")
-    result = subprocess.run(
-        [amtool, "check-config", str(ROOT / "deploy/alertmanager/alertmanager.yml")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return subprocess.run([binary, *args], capture_output=True, text=True, timeout=60)
+
+
+def test_alertmanager_configuration_is_valid() -> None:
+    result = amtool("check-config", str(ROOT / "deploy/alertmanager/alertmanager.yml"))
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(("severity", "receiver"), [("critical", "page"), ("warning", "ticket")])
+def test_every_alert_is_routed_by_its_severity(severity: str, receiver: str) -> None:
+    module = load_module("deploy/prometheus/generate_rules.py")
+    alerts = [
+        r for g in module.rule_groups() for r in g["rules"] if r.get("labels", {}).get("severity") == severity
+    ]
+    assert alerts
+    config = f"--config.file={ROOT / 'deploy/alertmanager/alertmanager.yml'}"
+    for alert in alerts:
+        result = amtool(
+            "config", "routes", "test", config, f"alertname={alert['alert']}", f"severity={severity}"
+        )
+        assert result.stdout.strip() == receiver, (alert["alert"], result.stdout, result.stderr)
