@@ -197,7 +197,10 @@ class FakeLLMServer:
         hang_seconds: float = 60.0,
         miscount: float = 0.0,
         seed: int = 20251122,
+        default_answer: str | None = None,
     ) -> None:
+        # Answers any prompt that is not a judge prompt (an app's own LLM calls in framework tests).
+        self.default_answer = default_answer
         self.latency = latency
         self.hang_seconds = hang_seconds
         self.miscount = miscount
@@ -280,6 +283,8 @@ class FakeLLMServer:
             verdicts = answer(users[0]) if users else {}
             kind = fenced_blocks(users[0])[0] if users else "unknown"
         except (ValueError, KeyError) as exc:
+            if self.default_answer is not None:
+                return 200, self._completion(body, self.default_answer, prompt_tokens)
             return 400, {"error": {"message": f"not a judge prompt: {exc}", "type": "invalid_request_error"}}
         if fault == "bad_claims" and isinstance(verdicts.get("claims"), list | dict):
             claims = verdicts["claims"]
@@ -292,11 +297,15 @@ class FakeLLMServer:
             with self._lock:
                 self.stats.miscounts += 1
         content = "this is not JSON {" if fault == "malformed" else json.dumps(verdicts)
+        with self._lock:
+            self.stats.by_kind[kind] += 1
+        return 200, self._completion(body, content, prompt_tokens)
+
+    def _completion(self, body: dict[str, Any], content: str, prompt_tokens: int) -> dict[str, Any]:
         completion_tokens = count_tokens(content)
         with self._lock:
             self.stats.completion_tokens += completion_tokens
-            self.stats.by_kind[kind] += 1
-        return 200, {
+        return {
             "id": f"chatcmpl-fake-{self.stats.calls}",
             "object": "chat.completion",
             "created": int(time.time()),
