@@ -263,18 +263,18 @@ class LLMJudge:
         return ordered(found, list(numbered))
 
     async def check_response(self, query: str, response: str, chunks: Sequence[str]) -> list[ClaimVerdict]:
-        return await self._ask(check_response_request(query, response, chunks))  # type: ignore[no-any-return]
+        return await self._ask(check_response_request(query, response, chunks))
 
     async def assess_interaction(
         self, query: str, response: str, chunks: Sequence[str]
     ) -> tuple[list[ChunkAssessment], list[ClaimVerdict]]:
-        return await self._ask(assess_interaction_request(query, response, chunks))  # type: ignore[no-any-return]
+        return await self._ask(assess_interaction_request(query, response, chunks))
 
     async def check_reference(self, reference: str, chunks: Sequence[str]) -> list[Verdict]:
-        return await self._ask(check_reference_request(reference, chunks))  # type: ignore[no-any-return]
+        return await self._ask(check_reference_request(reference, chunks))
 
     async def compare_answers(self, query: str, response: str, reference: str) -> AnswerComparison:
-        return await self._ask(compare_answers_request(query, response, reference))  # type: ignore[no-any-return]
+        return await self._ask(compare_answers_request(query, response, reference))
 
     # -- Calling ---------------------------------------------------------------------------------
 

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Any
 
 import grpc
 from google.protobuf import duration_pb2
 from google.protobuf.any_pb2 import Any as AnyProto
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+from prometheus_client import Counter
 
 from agent.otlp.decode import UndecodableError, decode_request
 from agent.sources.base import Intake
@@ -39,12 +39,6 @@ SERVICE = trace_service_pb2.DESCRIPTOR.services_by_name["TraceService"].full_nam
 # gRPC core refuses anything beyond this multiple of the limit before the handler sees it (uncounted);
 # between 1x and this, the handler refuses it and counts it as too_large.
 _CORE_LIMIT_FACTOR = 2
-
-
-class RefusalCounter:
-    """Where refusals are counted (Telemetry.requests_refused has this shape)."""
-
-    def labels(self, source: str, reason: str) -> Any: ...
 
 
 def build_grpc_server(
@@ -98,7 +92,7 @@ class OtlpGrpcSource:
         host: str,
         port: int,
         max_body_bytes: int,
-        refused: RefusalCounter | None = None,
+        refused: Counter | None = None,
         credentials: grpc.ServerCredentials | None = None,
     ) -> None:
         self._address = f"{host}:{port}"
