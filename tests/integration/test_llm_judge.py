@@ -428,7 +428,7 @@ def test_agent_process_scores_all_streaming_metrics_with_the_llm_judge(fake: Fak
         }
     )
     try:
-        agent.wait_ready()
+        agent.wait_ready(timeout=120)  # importing litellm alone takes 30 s on a loaded 2-core machine
         memory = InMemorySpanExporter()
         provider = TracerProvider(resource=Resource.create({"service.name": "rag-app"}))
         provider.add_span_processor(SimpleSpanProcessor(memory))
