@@ -500,3 +500,22 @@ def test_a_failed_combined_call_leaves_the_metrics_to_ask_for_themselves(fake: F
         assert all(r.outcome is Outcome.OK for r in results)
 
     asyncio.run(scenario())
+
+
+def test_litellm_per_call_info_lines_are_silenced_unless_debugging() -> None:
+    import logging
+
+    from agent.judges.llm import load_litellm
+
+    ragpulse = logging.getLogger("ragpulse")
+    before = ragpulse.level
+    try:
+        ragpulse.setLevel(logging.INFO)
+        load_litellm()
+        assert not logging.getLogger("LiteLLM").isEnabledFor(logging.INFO)
+        logging.getLogger("LiteLLM").setLevel(logging.NOTSET)
+        ragpulse.setLevel(logging.DEBUG)
+        load_litellm()
+        assert logging.getLogger("LiteLLM").level == logging.NOTSET  # left alone while debugging
+    finally:
+        ragpulse.setLevel(before)
