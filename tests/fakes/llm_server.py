@@ -62,6 +62,8 @@ class Stats:
     faults: collections.Counter[str] = field(default_factory=collections.Counter)
     requests: list[dict[str, Any]] = field(default_factory=list)
     miscounts: int = 0
+    # (monotonic arrival time, fault or None) of every request, to check retry pacing.
+    arrivals: list[tuple[float, str | None]] = field(default_factory=list)
 
 
 def _drop_one(verdicts: dict[str, Any], section: str) -> bool:
@@ -205,6 +207,8 @@ class FakeLLMServer:
         self.hang_seconds = hang_seconds
         self.miscount = miscount
         self._random = random.Random(seed)
+        # Sent as the Retry-After header of 429 answers when set (seconds).
+        self.retry_after: float | None = None
         self.stats = Stats()
         self._lock = threading.Lock()
         self._script: collections.deque[str] = collections.deque()
@@ -270,6 +274,7 @@ class FakeLLMServer:
             self.stats.calls += 1
             self.stats.prompt_tokens += prompt_tokens
             self.stats.requests.append(body)
+            self.stats.arrivals.append((time.monotonic(), fault))
             if fault:
                 self.stats.faults[fault] += 1
         if self.latency:
@@ -349,6 +354,8 @@ class FakeLLMServer:
                     self.send_response(status)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(data)))
+                    if status == 429 and server.retry_after is not None:
+                        self.send_header("Retry-After", f"{server.retry_after:g}")
                     self.end_headers()
                     self.wfile.write(data)
                 except (BrokenPipeError, ConnectionResetError):
