@@ -353,13 +353,30 @@ def build_exporters(settings: Settings, telemetry: Telemetry) -> list[Exporter]:
                 kafka_connection(settings), settings.results_topic, include_text=settings.results_include_text
             )
         )
+    if settings.results_otlp_endpoint:
+        from agent.exporters.otlp_results import OtlpResultsExporter
+
+        headers = dict(item.partition("=")[::2] for item in settings.results_otlp_headers)
+        exporters.append(
+            OtlpResultsExporter(
+                settings.results_otlp_endpoint,
+                telemetry,
+                headers=headers,
+                include_text=settings.results_include_text,
+                timeout_seconds=settings.results_otlp_timeout_seconds,
+            )
+        )
     # In-process exporters last: they count an interaction only once the durable ones succeeded.
     exporters.append(PrometheusExporter(telemetry))
     exporters.append(DriftAggregator(telemetry, drift_config(settings), settings.drift_max_series))
     return exporters
 
 
-def build_agent(settings: Settings, registry: CollectorRegistry | None = None) -> Agent:
+def build_agent(
+    settings: Settings, registry: CollectorRegistry | None = None, observers: Sequence[Exporter] = ()
+) -> Agent:
+    """The agent `ragpulse run` starts. `observers` are extra in-process exporters that see every
+    evaluated interaction after the configured ones (`ragpulse demo`'s live view)."""
     telemetry = Telemetry(registry if registry is not None else CollectorRegistry())
     redis = None
     owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -404,7 +421,7 @@ def build_agent(settings: Settings, registry: CollectorRegistry | None = None) -
         ),
         sampler=sampler,
         evaluator=Evaluator([METRICS[name]() for name in settings.metrics], judge),
-        exporters=build_exporters(settings, telemetry),
+        exporters=[*build_exporters(settings, telemetry), *observers],
         telemetry=telemetry,
         max_pending=settings.max_pending,
         concurrency=settings.eval_concurrency,
