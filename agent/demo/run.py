@@ -51,15 +51,19 @@ async def generate(
     sent = 0
     owed = 0.0
     phase = None
+    last = time.monotonic()
     while True:
-        elapsed = time.monotonic() - started
+        now = time.monotonic()
+        elapsed = now - started
         if until is not None and elapsed >= until:
             return sent
         current = schedule.phase(elapsed)
         if current is not phase:
             phase = current
             on_phase(current)
-        owed += rate * TICK_SECONDS
+        # Owed by the clock, not by ticks: a slow tick on a busy machine does not lower the rate.
+        owed += rate * (now - last)
+        last = now
         while owed >= 1.0:
             emitter.emit(model.draw(current))
             sent += 1
@@ -149,7 +153,7 @@ def run_demo(settings: Settings, *, duration: float | None, regress_after: float
     from agent.pipeline import build_agent
 
     settings = demo_settings(settings)
-    console = Console()
+    console = Console(soft_wrap=True)
     use_live = console.is_terminal if live is None else live
     started = time.monotonic()
     if regress_after is None and duration is not None:

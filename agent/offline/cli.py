@@ -53,7 +53,7 @@ class Scored:
 
 def main(args: argparse.Namespace, settings: Settings) -> int:
     console = Console(stderr=True)
-    out = Console()
+    out = Console(soft_wrap=not sys.stdout.isatty())
     files = [Path(f) for f in args.files]
     if args.compare != (len(files) == 2) or len(files) > 2:
         console.print("ragpulse eval: give one FILE, or two FILEs with --compare")
@@ -96,9 +96,10 @@ def main(args: argparse.Namespace, settings: Settings) -> int:
 
 def _report_bad(console: Console, path: Path, bad: Sequence[BadRow]) -> None:
     for row in bad[:BAD_LINES_PRINTED]:
-        console.print(f"{path}:{row.line}: skipped: {row.reason}", markup=False, highlight=False)
+        # Plain lines, never wrapped: FILE:LINE: is what editors and grep understand.
+        print(f"{path}:{row.line}: skipped: {row.reason}", file=sys.stderr)
     if len(bad) > BAD_LINES_PRINTED:
-        console.print(f"{path}: … {len(bad) - BAD_LINES_PRINTED} more bad lines (all in report.html)")
+        print(f"{path}: … {len(bad) - BAD_LINES_PRINTED} more bad lines (all in report.html)", file=sys.stderr)
 
 
 async def _score_all(
@@ -145,7 +146,7 @@ async def _score(evaluator: OfflineEvaluator, items: Sequence[EvalItem], path: P
             results[result.item.id] = result
             progress.advance(task)
     if not console.is_terminal:
-        console.print(f"scored {len(results)} items of {path}")
+        print(f"scored {len(results)} items of {path}", file=sys.stderr)
     return [results[item.id] for item in items]
 
 

@@ -61,15 +61,22 @@ def histogram(values: Sequence[float], title: str, mean: float | None = None) ->
 
 
 def differences(
-    metrics: Sequence[str], means: Sequence[float], lows: Sequence[float], highs: Sequence[float]
+    metrics: Sequence[str],
+    means: Sequence[float],
+    lows: Sequence[float],
+    highs: Sequence[float],
+    higher_is_better: Sequence[bool],
 ) -> Figure:
-    """Mean difference B − A per metric with its confidence interval."""
+    """Mean difference B − A per metric with its confidence interval: green where B is better,
+    red where it is worse (a rise in a lower-is-better metric is worse), grey otherwise."""
     figure, axes = plt.subplots(figsize=(6.4, 0.45 * len(metrics) + 1.0))
     positions = list(range(len(metrics)))
-    colors = [
-        PALETTE[3] if low > 0 else PALETTE[1] if high < 0 else "#888888"
-        for low, high in zip(lows, highs, strict=True)
-    ]
+    colors = []
+    for low, high, higher in zip(lows, highs, higher_is_better, strict=True):
+        if low > 0 or high < 0:
+            colors.append(PALETTE[3] if (low > 0) == higher else PALETTE[1])
+        else:
+            colors.append("#888888")
     errors = [[m - lo for m, lo in zip(means, lows, strict=True)], [h - m for m, h in zip(means, highs, strict=True)]]
     axes.errorbar(means, positions, xerr=errors, fmt="none", ecolor="#555555", capsize=3)
     axes.scatter(means, positions, c=colors, zorder=3)
@@ -108,5 +115,5 @@ def timeline(
     axes.set_ylabel("mean score (per interval)")
     if title:
         axes.set_title(title, loc="left")
-    axes.legend(loc="lower left", frameon=False, ncol=2)
+    axes.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), frameon=False, ncol=4)
     return figure

@@ -42,17 +42,19 @@ def _distributions(summaries: Sequence[MetricSummary], results: Sequence[ItemRes
 def _verdict_rows(details: Sequence[VerdictDetail]) -> str:
     if not details:
         return '<p class="muted">No judge verdicts for this item.</p>'
+    with_reasons = any(d.reason for d in details)  # local judges give graded scores, LLMs reasons
     rows = [
         (
             escape(d.question),
             f'<span class="{"yes" if d.value else "no"}">{"yes" if d.value else "no"}</span>',
             fmt(d.score, 2),
             escape(d.subject),
-            escape(d.reason),
+            *((escape(d.reason),) if with_reasons else ()),
         )
         for d in details
     ]
-    return table(["question", "verdict", "score", "about", "reason"], rows, numeric=(2,))
+    headers = ["question", "verdict", "score", "about", *(("reason",) if with_reasons else ())]
+    return table(headers, rows, numeric=(2,))
 
 
 def _weakest(weak: Sequence[WeakItem], metrics: Sequence[str]) -> str:
@@ -107,6 +109,7 @@ def comparison_section(comparisons: Sequence[MetricComparison], a: str, b: str, 
                 [c.mean_difference or 0.0 for c in plotted],
                 [c.ci_low or 0.0 for c in plotted],
                 [c.ci_high or 0.0 for c in plotted],
+                [c.higher_is_better for c in plotted],
             )
         )
         figure = chart(svg, "differences")

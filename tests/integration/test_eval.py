@@ -39,7 +39,7 @@ def trec_eval_all(path: Path) -> dict[str, float]:
     values = {}
     for line in path.read_text().splitlines():
         parts = line.split()
-        if len(parts) == 3 and parts[1] == "all":
+        if len(parts) == 3 and parts[1] == "all" and parts[0] != "runid":
             values[parts[0]] = float(parts[2])
     return values
 

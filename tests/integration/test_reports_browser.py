@@ -1,7 +1,7 @@
 """The HTML reports in a real browser (Debian's chromium, headless): they load with no console
 error, fetch nothing from the network, and their charts are drawn.
 
-Set RAGPULSE_SCREENSHOT_DIR to keep the screenshots for a look.
+Set REPORT_SCREENSHOT_DIR to keep the screenshots for a look.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ CHECKS = {
 
 
 def _keep(name: str, png: bytes) -> None:
-    keep = os.environ.get("RAGPULSE_SCREENSHOT_DIR")
+    keep = os.environ.get("REPORT_SCREENSHOT_DIR")
     if keep:
         Path(keep).mkdir(parents=True, exist_ok=True)
         (Path(keep) / name).write_bytes(png)
