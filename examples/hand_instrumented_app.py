@@ -18,8 +18,8 @@ from opentelemetry import trace
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _otel import PASSAGES, QUESTIONS, tracer_provider  # noqa: E402
-from ragpulse_instrument import record_interaction  # noqa: E402
+from _otel import PASSAGES, QUESTIONS, tracer_provider
+from ragpulse_instrument import record_interaction
 
 
 def words(text: str) -> set[str]:

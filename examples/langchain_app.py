@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _otel import PASSAGES, QUESTIONS, tracer_provider  # noqa: E402
+from _otel import PASSAGES, QUESTIONS, tracer_provider
 
 ANSWERS = [
     "The Seine flows through Paris.",

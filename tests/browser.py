@@ -93,7 +93,8 @@ def visit_page(path: Path, expressions: dict[str, str], timeout: float = 60.0) -
         raise RuntimeError("chromium not found")
     with tempfile.TemporaryDirectory() as profile:
         process = subprocess.Popen(
-            [binary, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--remote-debugging-port=0", "about:blank"],
+            [binary, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--remote-debugging-port=0",
+             "about:blank"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         try:

@@ -11,7 +11,9 @@ from typing import Any
 from agent.config import Settings
 
 
-def register(commands: Any, with_settings: Callable[[argparse.ArgumentParser], argparse.ArgumentParser]) -> None:
+def register(
+    commands: Any, with_settings: Callable[[argparse.ArgumentParser], argparse.ArgumentParser]
+) -> None:
     demo = with_settings(
         commands.add_parser(
             "demo",
@@ -21,10 +23,19 @@ def register(commands: Any, with_settings: Callable[[argparse.ArgumentParser], a
             "facts) and the drift detector should fire. Writes OUT/report.html, report.png, demo.json.",
         )
     )
-    demo.add_argument("--duration", type=float, default=90.0, metavar="SECONDS",
-                      help="how long to run (default 90; 0 = until Ctrl-C)")
-    demo.add_argument("--regress-after", type=float, metavar="SECONDS",
-                      help="when the regression starts (default: 40%% of the duration)")
+    demo.add_argument(
+        "--duration",
+        type=float,
+        default=90.0,
+        metavar="SECONDS",
+        help="how long to run (default 90; 0 = until Ctrl-C)",
+    )
+    demo.add_argument(
+        "--regress-after",
+        type=float,
+        metavar="SECONDS",
+        help="when the regression starts (default: 40%% of the duration)",
+    )
     demo.add_argument("--rate", type=float, default=40.0, help="interactions per second (default 40)")
     demo.add_argument("--out", default="ragpulse-demo", metavar="DIR", help="report directory")
     demo.add_argument("--seed", type=int, default=7, help="traffic seed")
@@ -37,18 +48,22 @@ def register(commands: Any, with_settings: Callable[[argparse.ArgumentParser], a
         description="Sends synthetic RAG traces (OpenInference layout, real OpenTelemetry SDK) over "
         "OTLP/HTTP to ENDPOINT, forever or for --duration seconds.",
     )
-    app.add_argument("--endpoint", required=True, metavar="URL",
-                     help="OTLP/HTTP endpoint, e.g. http://otel-collector:4318")
+    app.add_argument(
+        "--endpoint", required=True, metavar="URL", help="OTLP/HTTP endpoint, e.g. http://otel-collector:4318"
+    )
     app.add_argument("--rate", type=float, default=5.0, help="interactions per second (default 5)")
     app.add_argument("--regress-after", type=float, metavar="SECONDS", help="inject the regression then")
-    app.add_argument("--missing-facts-after", type=float, metavar="SECONDS",
-                     help="second step of the regression (default: regress-after + 60)")
+    app.add_argument(
+        "--missing-facts-after",
+        type=float,
+        metavar="SECONDS",
+        help="second step of the regression (default: regress-after + 60)",
+    )
     app.add_argument("--duration", type=float, metavar="SECONDS", help="stop after this long")
     app.add_argument("--seed", type=int, default=7)
     app.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     app.set_defaults(handler=_demo_app, config=None, set=[], otlp_listen=None, metrics_listen=None,
                      judge_model=None, sample_rate=None)  # fmt: skip
-    # fmt: skip
 
 
 def _demo(args: argparse.Namespace, settings: Settings) -> int:

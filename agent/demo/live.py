@@ -42,7 +42,9 @@ class LiveView:
         self._live.__enter__()
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self._live.__exit__(kind, exc, tb)
 
     def refresh(self) -> None:
@@ -72,15 +74,21 @@ class LiveView:
         firing = set(state.poll_drift())
         for metric in recorder.metrics():
             alarms = sum(1 for key in firing if key[2] == metric)
-            drift = Text(f"DRIFT on {alarms} series", style="bold red") if alarms else Text("ok", style="green")
+            drift = (
+                Text(f"DRIFT on {alarms} series", style="bold red") if alarms else Text("ok", style="green")
+            )
             mean = recent.get(metric)
-            scores.add_row(metric, "—" if mean is None else f"{mean:.3f}", sparkline(series.get(metric, [])), drift)
+            scores.add_row(
+                metric, "—" if mean is None else f"{mean:.3f}", sparkline(series.get(metric, [])), drift
+            )
         lowest = Table(expand=True, box=None, title="lowest-scored recent interactions", title_justify="left")
         for column in ("at", "service", "route", "metric", "score", "question"):
             lowest.add_column(column, overflow="ellipsis", no_wrap=column == "question")
         for scored in recorder.lowest():
             metric, value = scored.lowest
-            lowest.add_row(f"{scored.at:.0f}s", scored.service, scored.route, metric, f"{value:.2f}", scored.query)
+            lowest.add_row(
+                f"{scored.at:.0f}s", scored.service, scored.route, metric, f"{value:.2f}", scored.query
+            )
         events = Text()
         for (service, route, metric), at in sorted(state.detections.items(), key=lambda kv: kv[1]):
             events.append(f"{at:5.1f}s  drift detected: {metric} on {service} {route}\n", style="red")

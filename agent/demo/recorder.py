@@ -73,7 +73,9 @@ class Recorder:
         for metric in self.metrics():
             values: list[float | None] = []
             for i in indices:
-                total, count = self._bins[i][metric] if i in self._bins and metric in self._bins[i] else (0.0, 0)
+                total, count = (
+                    self._bins[i][metric] if i in self._bins and metric in self._bins[i] else (0.0, 0)
+                )
                 values.append(total / count if count else None)
             series[metric] = values
         return times, series

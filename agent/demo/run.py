@@ -9,6 +9,7 @@ endpoint (a Collector, or a ragpulse elsewhere).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import signal
@@ -89,7 +90,9 @@ def run_demo_app(endpoint: str, rate: float, regress_after: float | None, missin
         def announce(phase: Phase) -> None:
             log.info("phase: %s", phase.label)
 
-        task = asyncio.create_task(generate(emitter, TrafficModel(seed), schedule, rate, started, duration, announce))
+        task = asyncio.create_task(
+            generate(emitter, TrafficModel(seed), schedule, rate, started, duration, announce)
+        )
         waiter = asyncio.create_task(stop.wait())
         await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
         waiter.cancel()
@@ -239,10 +242,8 @@ async def _view(state: DemoState, console: Any, live: bool, stop: asyncio.Event)
         while not stop.is_set():
             state.poll_drift()
             view.refresh()
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), 0.5)
-            except TimeoutError:
-                pass
         state.poll_drift()
         view.refresh()
 

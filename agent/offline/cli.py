@@ -7,7 +7,7 @@ import asyncio
 import json
 import math
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -99,7 +99,9 @@ def _report_bad(console: Console, path: Path, bad: Sequence[BadRow]) -> None:
         # Plain lines, never wrapped: FILE:LINE: is what editors and grep understand.
         print(f"{path}:{row.line}: skipped: {row.reason}", file=sys.stderr)
     if len(bad) > BAD_LINES_PRINTED:
-        print(f"{path}: … {len(bad) - BAD_LINES_PRINTED} more bad lines (all in report.html)", file=sys.stderr)
+        print(
+            f"{path}: … {len(bad) - BAD_LINES_PRINTED} more bad lines (all in report.html)", file=sys.stderr
+        )
 
 
 async def _score_all(
@@ -133,7 +135,9 @@ async def _score_all(
     return scored
 
 
-async def _score(evaluator: OfflineEvaluator, items: Sequence[EvalItem], path: Path, console: Console) -> list[ItemResult]:
+async def _score(
+    evaluator: OfflineEvaluator, items: Sequence[EvalItem], path: Path, console: Console
+) -> list[ItemResult]:
     progress = Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         console=console, transient=False, disable=not console.is_terminal,
@@ -154,7 +158,9 @@ def _json_value(value: float | None) -> float | None:
     return None if value is None or not math.isfinite(value) else round(value, 6)
 
 
-def _write_results(path: Path, results: Sequence[ItemResult], bad: Sequence[BadRow], metrics: Sequence[str]) -> None:
+def _write_results(
+    path: Path, results: Sequence[ItemResult], bad: Sequence[BadRow], metrics: Sequence[str]
+) -> None:
     rows: list[tuple[int, dict[str, Any]]] = []
     for r in results:
         row: dict[str, Any] = {"id": r.item.id, "line": r.item.line}
@@ -169,7 +175,9 @@ def _write_results(path: Path, results: Sequence[ItemResult], bad: Sequence[BadR
             handle.write(json.dumps(row) + "\n")
 
 
-def weakest(results: Sequence[ItemResult], metrics: Sequence[str], n: int = WEAKEST_SHOWN) -> list[ItemResult]:
+def weakest(
+    results: Sequence[ItemResult], metrics: Sequence[str], n: int = WEAKEST_SHOWN
+) -> list[ItemResult]:
     """Items with the lowest mean of their defined scores (lower-is-better metrics left out)."""
     from agent.offline.evaluate import LOWER_IS_BETTER
 
@@ -227,7 +235,9 @@ def _print_summary(console: Console, scored: Scored) -> None:
     console.print(table)
 
 
-def _print_comparison(console: Console, comparisons: Sequence[MetricComparison], paired_by: str, pairs: int) -> None:
+def _print_comparison(
+    console: Console, comparisons: Sequence[MetricComparison], paired_by: str, pairs: int
+) -> None:
     table = Table(title=f"B vs A: {pairs} pairs (by {paired_by})")
     for column in ("metric", "pairs", "A", "B", "B − A", "95% CI", "verdict"):
         table.add_column(column, justify="left" if column in ("metric", "verdict") else "right")

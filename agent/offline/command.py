@@ -13,7 +13,9 @@ from typing import Any
 from agent.config import Settings
 
 
-def register(commands: Any, with_settings: Callable[[argparse.ArgumentParser], argparse.ArgumentParser]) -> None:
+def register(
+    commands: Any, with_settings: Callable[[argparse.ArgumentParser], argparse.ArgumentParser]
+) -> None:
     parser = with_settings(
         commands.add_parser(
             "eval",
@@ -29,7 +31,6 @@ def register(commands: Any, with_settings: Callable[[argparse.ArgumentParser], a
     parser.add_argument("--k", type=int, default=5, help="cut-off of the rank metrics (default 5)")
     parser.add_argument("--compare", action="store_true", help="A/B comparison of two files")
     parser.set_defaults(handler=_main)
-
 
 
 def _main(args: argparse.Namespace, settings: Settings) -> int:

@@ -61,7 +61,9 @@ def _has_ranking(item: EvalItem) -> bool:
 # Judged metric → whether an item carries its inputs (the metric itself skips what it cannot score).
 # Every judged question reads the user's question, so none runs without it.
 _JUDGED_INPUTS: dict[str, Callable[[EvalItem], bool]] = {
-    "context_precision": lambda i: bool(i.question and i.contexts) and (i.response or i.reference) is not None,
+    "context_precision": lambda i: (
+        bool(i.question and i.contexts) and (i.response or i.reference) is not None
+    ),
     "context_relevancy": lambda i: bool(i.question and i.contexts),
     "faithfulness": lambda i: bool(i.question and i.contexts) and i.response is not None,
     "answer_relevancy": lambda i: bool(i.question) and i.response is not None,

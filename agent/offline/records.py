@@ -176,7 +176,7 @@ def _csv_rows(path: Path) -> Iterator[tuple[int, Any, str | None]]:
 
 def _parquet_rows(path: Path) -> Iterator[tuple[int, Any, str | None]]:
     try:
-        import pyarrow.parquet as pq  # type: ignore[import-untyped]
+        import pyarrow.parquet as pq  # type: ignore[import-not-found,import-untyped,unused-ignore]
     except ImportError as exc:
         raise InputError(
             f"{path}: reading Parquet needs pyarrow (pip install pyarrow), or convert it to JSONL"

@@ -35,7 +35,7 @@ def bootstrap_mean_ci(
     data = np.asarray(values, dtype=float)
     if np.all(data == data[0]):
         return float(data[0]), float(data[0])  # every resample has the same mean
-    from scipy.stats import bootstrap
+    from scipy.stats import bootstrap  # type: ignore[import-untyped,unused-ignore]
 
     rng = np.random.default_rng(seed)
     for method in ("BCa", "percentile"):
@@ -149,9 +149,7 @@ def pair_results(
     return pairs, "question"
 
 
-def compare(
-    pairs: Sequence[tuple[ItemResult, ItemResult]], metrics: Sequence[str]
-) -> list[MetricComparison]:
+def compare(pairs: Sequence[tuple[ItemResult, ItemResult]], metrics: Sequence[str]) -> list[MetricComparison]:
     comparisons = []
     for metric in metrics:
         both = [

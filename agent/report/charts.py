@@ -13,7 +13,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # never a GUI backend: reports are written on servers and in CI
 
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -77,7 +77,10 @@ def differences(
             colors.append(PALETTE[3] if (low > 0) == higher else PALETTE[1])
         else:
             colors.append("#888888")
-    errors = [[m - lo for m, lo in zip(means, lows, strict=True)], [h - m for m, h in zip(means, highs, strict=True)]]
+    errors = [
+        [m - lo for m, lo in zip(means, lows, strict=True)],
+        [h - m for m, h in zip(means, highs, strict=True)],
+    ]
     axes.errorbar(means, positions, xerr=errors, fmt="none", ecolor="#555555", capsize=3)
     axes.scatter(means, positions, c=colors, zorder=3)
     axes.axvline(0.0, color="#333333", linewidth=0.8)

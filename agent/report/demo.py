@@ -41,7 +41,9 @@ def demo_page(data: Mapping[str, Any], summary: str) -> str:
         for d in data["detections"]
     ]  # fmt: skip
     if rows:
-        body = table(["service", "route", "metric", "detected at (s)", "after injection (s)"], rows, numeric=(3, 4))
+        body = table(
+            ["service", "route", "metric", "detected at (s)", "after injection (s)"], rows, numeric=(3, 4)
+        )
     else:
         body = '<p class="callout">The drift detector did not fire.</p>'
     page.section("Drift detected", body, section_id="detections")

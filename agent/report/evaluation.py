@@ -18,7 +18,8 @@ WeakItem = tuple[ItemResult, Sequence[VerdictDetail]]
 def _summary_table(summaries: Sequence[MetricSummary]) -> str:
     rows = [
         (
-            escape(s.metric) + ("" if s.higher_is_better else ' <span class="muted">(lower is better)</span>'),
+            escape(s.metric)
+            + ("" if s.higher_is_better else ' <span class="muted">(lower is better)</span>'),
             fmt(s.mean),
             f"{fmt(s.ci_low)} – {fmt(s.ci_high)}",
             str(s.count),
@@ -27,7 +28,9 @@ def _summary_table(summaries: Sequence[MetricSummary]) -> str:
         )
         for s in summaries
     ]
-    return table(["metric", "mean", "95% CI", "scored", "undefined", "judge errors"], rows, numeric=(1, 2, 3, 4, 5))
+    return table(
+        ["metric", "mean", "95% CI", "scored", "undefined", "judge errors"], rows, numeric=(1, 2, 3, 4, 5)
+    )
 
 
 def _distributions(summaries: Sequence[MetricSummary], results: Sequence[ItemResult]) -> str:
@@ -86,6 +89,10 @@ def _bad_rows(bad: Sequence[BadRow]) -> str:
     return table(["line", "reason"], rows, numeric=(0,)) + more
 
 
+def _verdict_class(verdict: str) -> str:
+    return "better" if verdict == BETTER else "worse" if verdict == WORSE else "muted"
+
+
 def comparison_section(comparisons: Sequence[MetricComparison], a: str, b: str, paired_by: str) -> str:
     rows = [
         (
@@ -95,8 +102,7 @@ def comparison_section(comparisons: Sequence[MetricComparison], a: str, b: str, 
             fmt(c.mean_b),
             fmt(c.mean_difference),
             f"{fmt(c.ci_low)} – {fmt(c.ci_high)}",
-            f'<span class="{"better" if c.verdict == BETTER else "worse" if c.verdict == WORSE else "muted"}">'
-            f"{escape(c.verdict)}</span>",
+            f'<span class="{_verdict_class(c.verdict)}">{escape(c.verdict)}</span>',
         )
         for c in comparisons
     ]
@@ -118,9 +124,15 @@ def comparison_section(comparisons: Sequence[MetricComparison], a: str, b: str, 
         f"{escape(paired_by)}. A verdict is reached when the 95% paired bootstrap interval of the mean "
         "difference excludes 0.</p>"
     )
-    return intro + table(
-        ["metric", "pairs", "mean A", "mean B", "B − A", "95% CI", "verdict"], rows, numeric=(1, 2, 3, 4, 5)
-    ) + figure
+    return (
+        intro
+        + table(
+            ["metric", "pairs", "mean A", "mean B", "B − A", "95% CI", "verdict"],
+            rows,
+            numeric=(1, 2, 3, 4, 5),
+        )
+        + figure
+    )
 
 
 def evaluation_page(
@@ -144,7 +156,9 @@ def evaluation_page(
         page.section("A/B comparison", comparison, section_id="comparison")
     if baseline is not None:
         page.section("Summary of A", _summary_table(baseline), section_id="summary-a")
-    page.section("Summary" if baseline is None else "Summary of B", _summary_table(summaries), section_id="summary")
+    page.section(
+        "Summary" if baseline is None else "Summary of B", _summary_table(summaries), section_id="summary"
+    )
     page.section("Score distributions", _distributions(summaries, results), section_id="distributions")
     page.section("Weakest items", _weakest(weak, [s.metric for s in summaries]), section_id="weakest")
     if bad:

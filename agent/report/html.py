@@ -6,7 +6,8 @@ from collections.abc import Iterable, Sequence
 from html import escape
 
 _STYLE = """
-body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1d2433;background:#f6f7fb}
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1d2433;
+background:#f6f7fb}
 main{max-width:1180px;margin:0 auto;padding:24px}
 h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 10px}
 .meta{color:#5b6475;margin-bottom:16px}
@@ -65,7 +66,5 @@ class Page:
             '<link rel="icon" href="data:,">'
             f"<title>{escape(self._title)}</title><style>{_STYLE}</style></head>"
             f"<body><main><h1>{escape(self._title)}</h1>"
-            f'<div class="meta">{self._subtitle}</div>'
-            + "".join(self._sections)
-            + "</main></body></html>\n"
+            f'<div class="meta">{self._subtitle}</div>' + "".join(self._sections) + "</main></body></html>\n"
         )

@@ -109,11 +109,14 @@ def test_malformed_lines_are_reported_and_skipped(tmp_path: Path) -> None:
     good = {"question": "Which river flows through Paris?", "contexts": ["The Seine flows through Paris."],
             "response": "The Seine flows through Paris."}  # fmt: skip
     data.write_text(
-        json.dumps(good) + "\n"
-        + "{broken json\n"
-        + json.dumps({"question": "q", "contexts": [1, 2]}) + "\n"
+        json.dumps(good)
         + "\n"
-        + json.dumps({**good, "id": "last", "response": "It is the Loire, founded in 1850."}) + "\n"
+        + "{broken json\n"
+        + json.dumps({"question": "q", "contexts": [1, 2]})
+        + "\n"
+        + "\n"
+        + json.dumps({**good, "id": "last", "response": "It is the Loire, founded in 1850."})
+        + "\n"
     )
     run = ragpulse_eval(str(data), "--out", str(tmp_path / "out"))
     assert run.returncode == 0, run.stderr
@@ -192,7 +195,9 @@ def test_llm_judge_through_the_same_cache_and_failures_are_not_scores(tmp_path: 
             "RAGPULSE_JUDGE_API_BASE": server.api_base,
             "RAGPULSE_JUDGE_API_KEY": "test-key",
         }
-        run = ragpulse_eval(str(data), "--out", str(tmp_path / "failed"), "--metrics", "faithfulness", env=env)
+        run = ragpulse_eval(
+            str(data), "--out", str(tmp_path / "failed"), "--metrics", "faithfulness", env=env
+        )
         assert run.returncode == 0, run.stderr
         summary = json.loads((tmp_path / "failed" / "summary.json").read_text())["metrics"]["faithfulness"]
         assert summary["count"] == 0 and summary["errors"] == 6 and summary["mean"] is None

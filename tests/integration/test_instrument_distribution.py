@@ -24,7 +24,8 @@ INSTRUMENT = ROOT / "instrument"
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
     build = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(out), str(INSTRUMENT)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(out),
+         str(INSTRUMENT)],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     if build.returncode != 0 and "No module named" in build.stderr:
@@ -49,7 +50,8 @@ def test_wheel_depends_on_opentelemetry_api_only(wheel: Path) -> None:
 def test_installs_and_records_in_a_fresh_venv_without_ragpulse(wheel: Path, tmp_path: Path) -> None:
     wheels = tmp_path / "wheels"
     download = subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:", "-d", str(wheels), str(wheel)],
+        [sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:", "-d", str(wheels),
+         str(wheel)],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     if download.returncode != 0:
@@ -58,11 +60,14 @@ def test_installs_and_records_in_a_fresh_venv_without_ragpulse(wheel: Path, tmp_
     venv.EnvBuilder(with_pip=True).create(env_dir)
     python = env_dir / "bin" / "python"
     install = subprocess.run(
-        [str(python), "-m", "pip", "install", "--quiet", "--no-index", "--find-links", str(wheels), str(wheel)],
+        [str(python), "-m", "pip", "install", "--quiet", "--no-index", "--find-links", str(wheels),
+         str(wheel)],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert install.returncode == 0, install.stderr
-    installed = subprocess.run([str(python), "-m", "pip", "list", "--format=freeze"], capture_output=True, text=True)
+    installed = subprocess.run(
+        [str(python), "-m", "pip", "list", "--format=freeze"], capture_output=True, text=True
+    )
     names = {line.split("==")[0].lower() for line in installed.stdout.splitlines()}
     assert "ragpulse" not in names and "opentelemetry-sdk" not in names
     # With the API alone (no SDK) recording is a no-op that must not fail.

@@ -81,7 +81,9 @@ class TraceBackend:
 
     def spans(self) -> list[Any]:
         with self.lock:
-            return [s for r in self.requests for rs in r.resource_spans for ss in rs.scope_spans for s in ss.spans]
+            return [
+                s for r in self.requests for rs in r.resource_spans for ss in rs.scope_spans for s in ss.spans
+            ]
 
 
 def send_interactions(agent: AgentProcess, count: int) -> list[Any]:
@@ -98,7 +100,9 @@ def send_interactions(agent: AgentProcess, count: int) -> list[Any]:
 
 
 def expected_scores() -> dict[str, float]:
-    interaction = RagInteraction("0" * 32, "1" * 16, QUERY, tuple(Chunk(c) for c in CHUNKS), RESPONSE, "s", "r")
+    interaction = RagInteraction(
+        "0" * 32, "1" * 16, QUERY, tuple(Chunk(c) for c in CHUNKS), RESPONSE, "s", "r"
+    )
 
     async def score() -> dict[str, float]:
         judge = LexicalJudge()
@@ -130,8 +134,12 @@ def test_results_reach_an_otlp_backend_beside_the_scored_span() -> None:
     received = backend.spans()
     assert backend.refused == 2
     assert len(received) == 3  # each interaction once: a refused request was retried, not doubled
-    assert {s.parent_span_id.hex() for s in received} == {s.context.span_id.to_bytes(8, "big").hex() for s in sent}
-    assert {s.trace_id.hex() for s in received} == {s.context.trace_id.to_bytes(16, "big").hex() for s in sent}
+    assert {s.parent_span_id.hex() for s in received} == {
+        s.context.span_id.to_bytes(8, "big").hex() for s in sent
+    }
+    assert {s.trace_id.hex() for s in received} == {
+        s.context.trace_id.to_bytes(16, "big").hex() for s in sent
+    }
     expected = expected_scores()
     for span in received:
         assert span.name == "ragpulse.evaluation"

@@ -44,7 +44,11 @@ def _keep(name: str, png: bytes) -> None:
 def test_eval_report_with_comparison(tmp_path: Path) -> None:
     rows_a, rows_b = [], []
     facts = [
-        ("Which river flows through Paris?", "The Seine flows through Paris.", "The Loire flows through Paris."),
+        (
+            "Which river flows through Paris?",
+            "The Seine flows through Paris.",
+            "The Loire flows through Paris.",
+        ),
         ("When was the tower built?", "The tower was built in 1889.", "The tower was built in 1925."),
         ("Who designed the tower?", "Gustave Eiffel designed the tower.", "Le Corbusier designed the tower."),
     ]
@@ -69,7 +73,9 @@ def test_eval_report_with_comparison(tmp_path: Path) -> None:
     assert visit.results["charts"] >= 5
     assert "differences" in visit.results["names"] and "faithfulness" in visit.results["names"]
     assert visit.results["drawn"] is True
-    assert {"comparison", "summary", "distributions", "weakest", "bad-lines"} <= set(visit.results["sections"])
+    assert {"comparison", "summary", "distributions", "weakest", "bad-lines"} <= set(
+        visit.results["sections"]
+    )
     assert visit.screenshot.startswith(b"\x89PNG")
 
 
@@ -79,7 +85,9 @@ def test_demo_report(tmp_path: Path) -> None:
         "judge": "lexical",
         "phases": {"healthy": 0.0, "irrelevant chunks ranked first": 24.0, "missing facts": 42.0},
         "regression_injected_at": 24.0,
-        "detections": [{"service": "docs-search", "route": "/api/install", "metric": "context_precision", "at": 31.5}],
+        "detections": [
+            {"service": "docs-search", "route": "/api/install", "metric": "context_precision", "at": 31.5}
+        ],
         "timeline": {
             "t": times,
             "context_precision": [0.95 if t < 24 else 0.35 for t in times],

@@ -67,10 +67,10 @@ def test_reads_ragpulse_and_ragas_columns_and_reports_bad_lines(tmp_path: Path) 
 def test_reads_csv_with_json_list_columns(tmp_path: Path) -> None:
     path = tmp_path / "set.csv"
     path.write_text(
-        'id,user_input,retrieved_contexts,response\n'
+        "id,user_input,retrieved_contexts,response\n"
         'x,"Where?","[""Paris is in France."", ""Berlin""]",Paris\n'
         'y,"Plain","one context",ok\n'
-        'z,,,\n'
+        "z,,,\n"
     )
     items, bad = read_items(path)
     assert [i.id for i in items] == ["x", "y"]
@@ -149,14 +149,16 @@ def test_summary_counts_undefined_and_bootstraps_the_mean(tmp_path: Path) -> Non
     assert summary.mean == pytest.approx(sum(defined) / 8)
     assert summary.ci_low is not None and summary.ci_high is not None
     assert summary.ci_low < summary.mean < summary.ci_high
-    assert 0.1 <= summary.ci_low and summary.ci_high <= 0.9
-    written = write_summary(tmp_path / "s.json", [summary], items=10, bad_lines=1, judge="lexical", source="x")
+    assert summary.ci_low >= 0.1 and summary.ci_high <= 0.9
+    written = write_summary(
+        tmp_path / "s.json", [summary], items=10, bad_lines=1, judge="lexical", source="x"
+    )
     assert json.loads((tmp_path / "s.json").read_text()) == written
     assert written["metrics"]["m"]["undefined"] == 2
 
 
 def test_lower_is_better_names_are_real_metrics() -> None:
-    assert LOWER_IS_BETTER <= set(RAGCHECKER_FIELDS)
+    assert set(RAGCHECKER_FIELDS) >= LOWER_IS_BETTER
 
 
 def test_bootstrap_edge_cases() -> None:
@@ -169,7 +171,7 @@ def test_compare_verdicts() -> None:
     better = _results({"m": [0.8, 0.7, 0.9, 0.75, 0.85, 0.8, 0.7, 0.9], "h": [0.5] * 8})
     pairs, by = pair_results(a, better)
     assert by == "id" and len(pairs) == 8
-    m, = compare(pairs, ["m"])
+    (m,) = compare(pairs, ["m"])
     assert m.verdict == BETTER and m.ci_low is not None and m.ci_low > 0
     pairs_back, _ = pair_results(better, a)
     assert compare(pairs_back, ["m"])[0].verdict == WORSE

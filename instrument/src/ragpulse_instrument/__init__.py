@@ -23,7 +23,6 @@ the request span of a web framework), else on a new span named `rag.interaction`
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Optional, Union
 
 from opentelemetry import trace
 
@@ -42,11 +41,11 @@ def record_interaction(
     *,
     query: str,
     chunks: Sequence[str],
-    response: Optional[str],
-    chunk_ids: Optional[Sequence[str]] = None,
-    chunk_scores: Optional[Sequence[float]] = None,
-    span: Optional[trace.Span] = None,
-    tracer: Optional[trace.Tracer] = None,
+    response: str | None,
+    chunk_ids: Sequence[str] | None = None,
+    chunk_scores: Sequence[float] | None = None,
+    span: trace.Span | None = None,
+    tracer: trace.Tracer | None = None,
 ) -> None:
     """Write one interaction's query, ranked chunks and response onto a span.
 
@@ -55,7 +54,7 @@ def record_interaction(
             (started and ended here) when no span is recording.
         tracer: the tracer for that new span; default: the global tracer provider's.
     """
-    attributes: dict[str, Union[str, list[str], list[float]]] = {QUERY: query, CHUNKS: list(chunks)}
+    attributes: dict[str, str | list[str] | list[float]] = {QUERY: query, CHUNKS: list(chunks)}
     if response is not None:
         attributes[RESPONSE] = response
     if chunk_ids is not None:
