@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from agent.judges.base import Judge, JudgeError
+from agent.judges.base import ASSESS_CHUNKS, CHECK_RESPONSE, Judge, JudgeError
 from agent.metrics import (
     METRICS,
     ClaimCheck,
@@ -183,6 +183,11 @@ class OfflineEvaluator:
         self._judged = [METRICS[name]() for name in self._metrics if name in METRICS]
         self._ragchecker = any(name in RAGCHECKER_FIELDS for name in self._metrics)
         self._semaphore = asyncio.Semaphore(concurrency)
+        asked = set().union(*(m.questions for m in self._judged)) if self._judged else set()
+        # As in the streaming evaluator: one combined judge call answers both chunk and claim questions.
+        self._prefetch = (
+            getattr(judge, "prefetch", None) if {ASSESS_CHUNKS, CHECK_RESPONSE} <= asked else None
+        )
 
     @property
     def metrics(self) -> tuple[str, ...]:
@@ -202,6 +207,11 @@ class OfflineEvaluator:
             for metric in self._judged:
                 if metric not in judged:
                     skipped[metric.name] = "inputs_missing"
+            if self._prefetch is not None and item.question and item.contexts and item.response:
+                try:
+                    await self._prefetch(item.question, item.response, list(item.contexts))
+                except Exception:  # an optimisation only: the metrics still ask for themselves
+                    log.debug("combined judge call failed on item %s", item.id, exc_info=True)
             results = await asyncio.gather(*(self._one(m, interaction) for m in judged))
             for result in results:
                 scores[result.metric] = result.value
