@@ -28,6 +28,7 @@ from agent.metrics import (
     recall_at_k,
     reciprocal_rank,
 )
+from agent.metrics.base import Metric
 from agent.metrics.ragchecker import RagCheckerScores
 from agent.model import Chunk, MetricResult, Outcome, RagInteraction, Verdict
 from agent.offline.records import EvalItem
@@ -180,7 +181,7 @@ class OfflineEvaluator:
         self._judge = judge
         self._k = k
         self._metrics = tuple(metrics)
-        self._judged = [METRICS[name]() for name in self._metrics if name in METRICS]
+        self._judged: list[Metric] = [METRICS[name]() for name in self._metrics if name in METRICS]
         self._ragchecker = any(name in RAGCHECKER_FIELDS for name in self._metrics)
         self._semaphore = asyncio.Semaphore(concurrency)
         asked = set().union(*(m.questions for m in self._judged)) if self._judged else set()
@@ -232,13 +233,12 @@ class OfflineEvaluator:
                             scores[name] = value
             return ItemResult(item, scores, errors, skipped)
 
-    async def _one(self, metric: object, interaction: RagInteraction) -> MetricResult:
+    async def _one(self, metric: Metric, interaction: RagInteraction) -> MetricResult:
         try:
-            return await metric.evaluate(interaction, self._judge)  # type: ignore[attr-defined,no-any-return]
+            return await metric.evaluate(interaction, self._judge)
         except Exception as exc:  # a bug in one metric must not stop the run
-            name = getattr(metric, "name", "?")
-            log.exception("metric %s failed on item %s", name, interaction.span_id)
-            return MetricResult.error(name, f"internal error: {exc!r}")
+            log.exception("metric %s failed on item %s", metric.name, interaction.span_id)
+            return MetricResult.error(metric.name, f"internal error: {exc!r}")
 
 
 def _ragchecker_values(scores: RagCheckerScores) -> list[float | None]:
