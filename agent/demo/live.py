@@ -82,13 +82,15 @@ class LiveView:
                 metric, "—" if mean is None else f"{mean:.3f}", sparkline(series.get(metric, [])), drift
             )
         lowest = Table(expand=True, box=None, title="lowest-scored recent interactions", title_justify="left")
-        for column in ("at", "service", "route", "metric", "score", "question"):
+        for column in ("at", "service", "route", "mean", "lowest metric", "question"):
             lowest.add_column(column, overflow="ellipsis", no_wrap=column == "question")
         for scored in recorder.lowest():
             metric, value = scored.lowest
+            mean = sum(scored.scores.values()) / len(scored.scores)
             lowest.add_row(
-                f"{scored.at:.0f}s", scored.service, scored.route, metric, f"{value:.2f}", scored.query
-            )
+                f"{scored.at:.0f}s", scored.service, scored.route, f"{mean:.2f}", f"{metric} {value:.2f}",
+                scored.query,
+            )  # fmt: skip
         events = Text()
         for (service, route, metric), at in sorted(state.detections.items(), key=lambda kv: kv[1]):
             events.append(f"{at:5.1f}s  drift detected: {metric} on {service} {route}\n", style="red")

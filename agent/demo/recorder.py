@@ -95,4 +95,5 @@ class Recorder:
     def lowest(self, n: int = 5, seconds: float = 30.0) -> list[Scored]:
         horizon = self.elapsed() - seconds
         recent = [s for s in self._recent if s.at >= horizon]
-        return sorted(recent, key=lambda s: s.lowest[1])[:n]
+        # By the interaction's mean score: one metric that is low everywhere does not crowd out the rest.
+        return sorted(recent, key=lambda s: sum(s.scores.values()) / len(s.scores))[:n]

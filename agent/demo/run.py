@@ -158,6 +158,14 @@ def run_demo(settings: Settings, *, duration: float | None, regress_after: float
     settings = demo_settings(settings)
     console = Console(soft_wrap=True)
     use_live = console.is_terminal if live is None else live
+    if use_live:
+        # Log lines (drift alarms, warnings) print above the live view instead of tearing it.
+        from rich.logging import RichHandler
+
+        root = logging.getLogger()
+        level = root.level
+        root.handlers[:] = [RichHandler(console=console, show_path=False)]
+        root.setLevel(level)
     started = time.monotonic()
     if regress_after is None and duration is not None:
         regress_after = round(duration * 0.4, 1)
