@@ -84,3 +84,29 @@ def test_demo_detects_the_injected_regression_and_nothing_before(tmp_path: Path)
     assert 'data-chart="timeline"' in html and "<svg" in html
     assert "<script" not in html and "stylesheet" not in html  # self-contained: nothing to fetch
     assert (out / "report.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_demo_app_sends_to_any_otlp_endpoint() -> None:
+    from tests.support import AgentProcess
+
+    agent = AgentProcess(env={"RAGPULSE_ASSEMBLY_WAIT_SECONDS": "2"})
+    try:
+        agent.wait_ready()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RAGPULSE_")}
+        run = subprocess.run(
+            [sys.executable, "-m", "agent", "demo-app", "--endpoint", f"http://127.0.0.1:{agent.otlp_port}",
+             "--rate", "20", "--duration", "4"],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert run.returncode == 0, run.stderr
+        assert "sent" in run.stderr
+        sent = int(run.stderr.rsplit("sent ", 1)[1].split()[0])
+        assert sent >= 40
+        scrape = agent.wait_for(lambda s: s.total("ragpulse_interactions_total") >= sent, timeout=60)
+        assert scrape.total("ragpulse_interactions_total") == sent
+        services = {
+            labels["service"] for name, labels, _ in scrape.samples if name == "ragpulse_interactions_total"
+        }
+        assert services == {"support-assistant", "docs-search", "hr-assistant"}
+    finally:
+        agent.stop()
