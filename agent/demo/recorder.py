@@ -36,6 +36,10 @@ class Recorder:
         self._bins: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(lambda: [0.0, 0]))
         self._recent: deque[Scored] = deque(maxlen=recent)
 
+    def restart_clock(self, started: float) -> None:
+        """Count from `started` (the moment traffic starts: the agent is up)."""
+        self._started = started
+
     def elapsed(self) -> float:
         return time.monotonic() - self._started
 

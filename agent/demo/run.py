@@ -195,6 +195,10 @@ def run_demo(settings: Settings, *, duration: float | None, regress_after: float
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
         await agent.start()
+        # The demo's clock starts with the traffic, once the agent is up (an LLM judge's client
+        # alone can take seconds to import): durations and the regression time count from here.
+        started = time.monotonic()
+        recorder.restart_clock(started)
         host, port = settings.otlp_address
         emitter = SpanEmitter(f"http://{host}:{port}")
         generator = asyncio.create_task(

@@ -118,5 +118,6 @@ def timeline(
     axes.set_ylabel("mean score (per interval)")
     if title:
         axes.set_title(title, loc="left")
-    axes.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), frameon=False, ncol=4)
+    if series:
+        axes.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), frameon=False, ncol=4)
     return figure

@@ -110,3 +110,27 @@ def test_demo_app_sends_to_any_otlp_endpoint() -> None:
         assert services == {"support-assistant", "docs-search", "hr-assistant"}
     finally:
         agent.stop()
+
+
+def test_demo_uses_the_configured_llm_judge(tmp_path: Path) -> None:
+    from tests.fakes.llm_server import FakeLLMServer
+
+    with FakeLLMServer() as server:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RAGPULSE_")}
+        env.update({
+            "RAGPULSE_METRICS_LISTEN": f"127.0.0.1:{free_port()}",
+            "RAGPULSE_OTLP_LISTEN": f"127.0.0.1:{free_port()}",
+            "RAGPULSE_JUDGE_MODEL": "openai/ragpulse-test-judge",
+            "RAGPULSE_JUDGE_API_BASE": server.api_base,
+            "RAGPULSE_JUDGE_API_KEY": "test-key",
+        })  # fmt: skip
+        run = subprocess.run(
+            [sys.executable, "-m", "agent", "demo", "--duration", "8", "--rate", "10",
+             "--out", str(tmp_path)],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=180,
+        )  # fmt: skip
+        assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+        calls = server.stats.calls
+    data = json.loads((tmp_path / "demo.json").read_text())
+    assert data["judge"] == "openai/ragpulse-test-judge"
+    assert data["interactions_scored"] > 0 and calls > 0
