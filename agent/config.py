@@ -212,6 +212,15 @@ class Settings(BaseModel):
         _split_host_port(value)
         return value
 
+    @field_validator("results_otlp_headers")
+    @classmethod
+    def _header_entries(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for entry in value:
+            name, sep, _ = entry.partition("=")
+            if not sep or not name.strip():
+                raise ValueError(f"expected NAME=VALUE, got {entry!r}")
+        return value
+
     @field_validator("metrics")
     @classmethod
     def _known_metrics(cls, value: tuple[str, ...]) -> tuple[str, ...]:

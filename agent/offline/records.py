@@ -56,6 +56,7 @@ class EvalItem:
     retrieved_ids: tuple[str, ...] | None = None
     relevant_ids: tuple[str, ...] | None = None
     relevance: Mapping[str, float] | None = field(default=None, hash=False)
+    id_given: bool = True  # False when `id` is the line number because the row had none
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,8 +142,10 @@ def item_from_row(row: Any, line: int, *, from_csv: bool = False) -> EvalItem:
     if question is None and lists["retrieved_ids"] is None and lists["reference_contexts"] is None:
         raise ValueError("nothing to score: no question, contexts, response or retrieved ids")
     raw_id = _pick(row, "id")
+    id_given = raw_id is not None and str(raw_id) != ""
     return EvalItem(
-        id=str(raw_id) if raw_id is not None and str(raw_id) != "" else str(line),
+        id=str(raw_id) if id_given else str(line),
+        id_given=id_given,
         line=line,
         question=question or "",
         contexts=lists["contexts"] or (),

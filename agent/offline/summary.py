@@ -141,7 +141,7 @@ def pair_results(
     by question text. Returns the pairs and what they were paired by."""
     by_id = {r.item.id: r for r in b}
     pairs = [(r, by_id[r.item.id]) for r in a if r.item.id in by_id]
-    explicit_ids = all(r.item.id != str(r.item.line) for r in (*a, *b))
+    explicit_ids = all(r.item.id_given for r in (*a, *b))
     if explicit_ids and pairs:
         return pairs, "id"
     by_question = {r.item.question.strip(): r for r in b}

@@ -188,8 +188,11 @@ def test_lower_is_better_metrics_flip_the_verdict() -> None:
 
 
 def test_pairs_by_question_when_files_have_no_ids() -> None:
-    a = [ItemResult(EvalItem("1", 1, "What?"), {"m": 0.1}), ItemResult(EvalItem("2", 2, "Why?"), {"m": 0.2})]
-    b = [ItemResult(EvalItem("1", 1, "Why?"), {"m": 0.9}), ItemResult(EvalItem("2", 2, "What?"), {"m": 0.8})]
+    def result(line: int, question: str, value: float) -> ItemResult:
+        return ItemResult(EvalItem(str(line), line, question, id_given=False), {"m": value})
+
+    a = [result(1, "What?", 0.1), result(2, "Why?", 0.2)]
+    b = [result(1, "Why?", 0.9), result(2, "What?", 0.8)]
     pairs, by = pair_results(a, b)
     assert by == "question"
     assert [(x.item.question, y.item.question) for x, y in pairs] == [("What?", "What?"), ("Why?", "Why?")]
