@@ -42,7 +42,8 @@ def _parser() -> argparse.ArgumentParser:
     with_settings(commands.add_parser("run", help="run the agent (embedded defaults without config)"))
     validate = with_settings(commands.add_parser("validate-config", help="check settings and print them"))
     validate.add_argument("--list", action="store_true", help="list every setting with its env var")
-    # Subcommands that live in their own modules: each registers its parser and sets `handler`.
+    # Subcommands that live in their own modules, each registering its parser and `handler`:
+    # "demo" and "demo-app" in agent/demo/command.py, "eval" in agent/offline/command.py.
     from agent.demo.command import register as register_demo
     from agent.offline.command import register as register_eval
 
