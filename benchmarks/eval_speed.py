@@ -102,8 +102,11 @@ def main() -> None:
         local = time_eval(data, work / "local", {})
         print(f"eval, lexical judge: {args.items} items in {local:.1f}s = {args.items / local:.0f} items/s")
         with FakeLLMServer(latency=args.latency) as server:
-            env = {"RAGPULSE_JUDGE_MODEL": "openai/ragpulse-test-judge",
-                   "RAGPULSE_JUDGE_API_BASE": server.api_base, "RAGPULSE_JUDGE_API_KEY": "test-key"}  # fmt: skip
+            env = {
+                "RAGPULSE_JUDGE_MODEL": "openai/ragpulse-test-judge",
+                "RAGPULSE_JUDGE_API_BASE": server.api_base,
+                "RAGPULSE_JUDGE_API_KEY": "test-key",
+            }
             llm = time_eval(data, work / "llm", env)
             calls = server.stats.calls
         print(
