@@ -20,7 +20,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from agent.aggregate import DriftAggregator
+from agent.aggregate import DriftAggregator, RedisDriftStore
 from agent.budget import BudgetController, MemoryLedger, RedisLedger, SpendLedger
 from agent.config import Settings
 from agent.delivery import Claims, Delivery, Job, JudgeGate, Retry, WorkLedger
@@ -30,7 +30,8 @@ from agent.exporters.base import Exporter
 from agent.exporters.prometheus import MetricsServer, PrometheusExporter
 from agent.idempotency import IdempotencyStore, MemoryIdempotency, RedisIdempotency
 from agent.judges.factory import build_judge
-from agent.labels import LabelLimiter
+from agent.labels import SeriesBudget
+from agent.looplag import LoopLagMonitor
 from agent.metrics import METRICS
 from agent.model import MetricResult, RagInteraction
 from agent.otlp import mark_own_telemetry
@@ -164,6 +165,7 @@ class Pipeline:
             telemetry.assembler_evictions.labels(reason).inc(count)
         telemetry.assembler_buffered_spans.set(assembly.buffered_spans)
         telemetry.assembler_buffered_traces.set(assembly.buffered_traces)
+        telemetry.assembler_buffered_bytes.set(assembly.buffered_bytes)
         for origin, interaction in zip(assembly.origins, assembly.interactions, strict=True):
             labels = (interaction.service, interaction.route)
             telemetry.interactions.labels(*labels).inc()
@@ -378,10 +380,12 @@ def build_source(settings: Settings, telemetry: Telemetry) -> Source:
             commit_interval_seconds=settings.kafka_commit_interval_seconds,
         )
         return KafkaSource(config, telemetry)
-    return OtlpHttpSource(*settings.otlp_address, max_body_bytes=settings.otlp_max_body_bytes)
+    return OtlpHttpSource(
+        *settings.otlp_address, max_body_bytes=settings.otlp_max_body_bytes, telemetry=telemetry
+    )
 
 
-def build_exporters(settings: Settings, telemetry: Telemetry) -> list[Exporter]:
+def build_exporters(settings: Settings, telemetry: Telemetry, redis: Any = None) -> list[Exporter]:
     exporters: list[Exporter] = []
     if settings.results_topic:
         from agent.exporters.kafka_results import KafkaResultsExporter
@@ -393,12 +397,24 @@ def build_exporters(settings: Settings, telemetry: Telemetry) -> list[Exporter]:
         )
     # In-process exporters last: they count an interaction only once the durable ones succeeded.
     exporters.append(PrometheusExporter(telemetry))
-    exporters.append(DriftAggregator(telemetry, drift_config(settings), settings.drift_max_series))
+    store = RedisDriftStore(redis, settings.drift_state_ttl_seconds) if redis is not None else None
+    exporters.append(
+        DriftAggregator(
+            telemetry,
+            drift_config(settings),
+            settings.drift_max_series,
+            store=store,
+            save_interval=settings.drift_save_interval_seconds,
+        )
+    )
     return exporters
 
 
 def build_agent(settings: Settings, registry: CollectorRegistry | None = None) -> Agent:
     telemetry = Telemetry(registry if registry is not None else CollectorRegistry())
+    for key, threshold in settings.alert_thresholds.items():
+        service, _, metric = key.rpartition("/")
+        telemetry.quality_threshold.labels(service, metric).set(threshold)
     redis = None
     owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
     idempotency: IdempotencyStore
@@ -430,11 +446,12 @@ def build_agent(settings: Settings, registry: CollectorRegistry | None = None) -
         budget,
         keep_per_minute=settings.sample_keep_max_per_minute,
     )
-    labeller = Labeller(
-        settings.route_attributes,
-        limit_service=LabelLimiter(settings.max_label_values),
-        limit_route=LabelLimiter(settings.max_label_values),
+    series_budget = SeriesBudget(
+        settings.max_label_pairs,
+        settings.max_label_values,
+        on_overflow=lambda kind: telemetry.label_overflows.labels(kind).inc(),
     )
+    labeller = Labeller(settings.route_attributes, series_budget)
     judge = build_judge(settings, telemetry, redis)
     pipeline = Pipeline(
         assembler=TraceAssembler(
@@ -448,7 +465,7 @@ def build_agent(settings: Settings, registry: CollectorRegistry | None = None) -
         ),
         sampler=sampler,
         evaluator=Evaluator([METRICS[name]() for name in settings.metrics], judge),
-        exporters=build_exporters(settings, telemetry),
+        exporters=build_exporters(settings, telemetry, redis),
         telemetry=telemetry,
         max_pending=settings.max_pending,
         concurrency=settings.eval_concurrency,
@@ -462,7 +479,9 @@ def build_agent(settings: Settings, registry: CollectorRegistry | None = None) -
     source = build_source(settings, telemetry)
     gate = pipeline.gate
     readiness = {"source": source.ready, "judge": lambda: judge.healthy() and not gate.failing}
-    metrics_server = MetricsServer(telemetry.registry, *settings.metrics_address, checks=readiness)
+    metrics_server = MetricsServer(
+        telemetry.registry, *settings.metrics_address, checks=readiness, loop_lag=LoopLagMonitor(telemetry)
+    )
     self_check: Callable[[], Coroutine[Any, Any, object]] | None = None
     if settings.judge_self_check and not settings.judge_is_local:
         from agent.judges.llm import self_check as check_judge
