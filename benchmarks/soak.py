@@ -166,6 +166,7 @@ class StallProbe(threading.Thread):
         super().__init__(name="probe", daemon=True)
         self.agent: AgentProcess | None = None
         self.longest = 0.0
+        self.longest_at = 0.0  # time.time() of the longest answer
         self.samples = 0
         self._halt = threading.Event()
 
@@ -180,7 +181,9 @@ class StallProbe(threading.Thread):
             except OSError:
                 continue  # restarting: not a stall
             if self.agent is agent:
-                self.longest = max(self.longest, time.monotonic() - started)
+                took = time.monotonic() - started
+                if took > self.longest:
+                    self.longest, self.longest_at = took, time.time()
                 self.samples += 1
 
     def stop(self) -> None:
@@ -287,7 +290,8 @@ def main() -> None:
         print(f"scored twice            {len(twice)}")
         print(f"RSS start / end (MB)    {rss_start:.0f} / {rss_end:.0f}")
         print(f"/metrics size (bytes)   {size}")
-        print(f"longest /healthz (s)    {probe.longest:.3f} over {probe.samples} probes")
+        at = time.strftime("%H:%M:%S", time.localtime(probe.longest_at))
+        print(f"longest /healthz (s)    {probe.longest:.3f} over {probe.samples} probes (at {at})")
         if lost:
             print("lost (first 5):", sorted(lost)[:5])
         if twice:
