@@ -12,6 +12,7 @@ from typing import Any
 
 from agent import __version__
 from agent.config import ConfigError, Settings, describe_settings, load_settings
+from agent.trust.cli import add_commands as add_trust_commands
 
 log = logging.getLogger("ragpulse")
 
@@ -42,6 +43,7 @@ def _parser() -> argparse.ArgumentParser:
     with_settings(commands.add_parser("run", help="run the agent (embedded defaults without config)"))
     validate = with_settings(commands.add_parser("validate-config", help="check settings and print them"))
     validate.add_argument("--list", action="store_true", help="list every setting with its env var")
+    add_trust_commands(commands)  # calibrate, label-queue (agent/trust/cli.py)
     return parser
 
 
@@ -96,6 +98,9 @@ async def _run(settings: Settings) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if getattr(args, "handler", None) is not None:  # offline commands: no agent settings needed
+        logging.basicConfig(level="WARNING", format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+        return int(args.handler(args))
     if args.command == "validate-config" and args.list:
         print(describe_settings())
         return 0

@@ -14,7 +14,7 @@ import socket
 import time
 import uuid
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +31,7 @@ from agent.idempotency import Claim, IdempotencyStore, MemoryIdempotency, RedisI
 from agent.judges.factory import build_judge
 from agent.labels import LabelLimiter
 from agent.metrics import METRICS
-from agent.model import RagInteraction
+from agent.model import RagInteraction, Span
 from agent.otlp import mark_own_telemetry
 from agent.otlp.assemble import Assembler, Assembly, Labeller, TraceAssembler
 from agent.otlp.conventions.genai import GenAI
@@ -43,6 +43,7 @@ from agent.sampling import KeepRule, RateTable, RuleSampler, Sampler
 from agent.sources.base import Source
 from agent.sources.otlp_http import OtlpHttpSource
 from agent.telemetry import Telemetry
+from agent.trust.aggregator import PpiAggregator, ppi_aggregator
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +67,9 @@ class Pipeline:
         idempotency: IdempotencyStore,
         busy_retry_seconds: float = 1.0,
         assembly_wait_seconds: float = 30.0,
+        label_spans: Callable[[Sequence[Span]], None] | None = None,
     ) -> None:
+        self._label_spans = label_spans  # human labels in annotation spans (agent/trust)
         self._idempotency = idempotency
         self._busy_retry_seconds = busy_retry_seconds
         self._idle = asyncio.Event()
@@ -109,6 +112,8 @@ class Pipeline:
             telemetry.spans_received.labels(source).inc(received)
         for reason in request.rejected:
             self.dead_letter(reason, "span with a malformed trace or span id")
+        if self._label_spans is not None:
+            self._label_spans(request.spans)
         self._take(self._assembler.add(request.spans, sequence))
         return sequence
 
@@ -343,19 +348,26 @@ def build_source(settings: Settings, telemetry: Telemetry) -> Source:
     return OtlpHttpSource(*settings.otlp_address, max_body_bytes=settings.otlp_max_body_bytes)
 
 
-def build_exporters(settings: Settings, telemetry: Telemetry) -> list[Exporter]:
+def build_exporters(
+    settings: Settings, telemetry: Telemetry, ppi: PpiAggregator | None = None
+) -> list[Exporter]:
     exporters: list[Exporter] = []
     if settings.results_topic:
         from agent.exporters.kafka_results import KafkaResultsExporter
 
         exporters.append(
             KafkaResultsExporter(
-                kafka_connection(settings), settings.results_topic, include_text=settings.results_include_text
+                kafka_connection(settings),
+                settings.results_topic,
+                include_text=settings.results_include_text,
+                label_sampler=ppi.sampler if ppi is not None else None,
             )
         )
     # In-process exporters last: they count an interaction only once the durable ones succeeded.
     exporters.append(PrometheusExporter(telemetry))
     exporters.append(DriftAggregator(telemetry, drift_config(settings), settings.drift_max_series))
+    if ppi is not None:
+        exporters.append(ppi)
     return exporters
 
 
@@ -385,7 +397,10 @@ def build_agent(settings: Settings, registry: CollectorRegistry | None = None) -
         usd_per_hour=settings.budget_usd_per_hour,
     )
     keep_rules = [KeepRule.parse(rule) for rule in settings.sample_keep_rules]
-    sampler = RuleSampler(RateTable.parse(settings.sample_rate, settings.sample_rates), keep_rules, budget)
+    rates = RateTable.parse(settings.sample_rate, settings.sample_rates)
+    sampler = RuleSampler(rates, keep_rules, budget)
+    # Trust: prediction-powered estimates from human labels (None unless label_sample_rate > 0).
+    ppi = ppi_aggregator(settings, telemetry, keep_rules, rates, budget)
     labeller = Labeller(
         settings.route_attributes,
         limit_service=LabelLimiter(settings.max_label_values),
@@ -404,12 +419,13 @@ def build_agent(settings: Settings, registry: CollectorRegistry | None = None) -
         ),
         sampler=sampler,
         evaluator=Evaluator([METRICS[name]() for name in settings.metrics], judge),
-        exporters=build_exporters(settings, telemetry),
+        exporters=build_exporters(settings, telemetry, ppi),
         telemetry=telemetry,
         max_pending=settings.max_pending,
         concurrency=settings.eval_concurrency,
         idempotency=idempotency,
         assembly_wait_seconds=settings.assembly_wait_seconds,
+        label_spans=ppi.observe_spans if ppi is not None else None,
     )
     source = build_source(settings, telemetry)
     readiness = {"source": source.ready, "judge": judge.healthy}

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -25,6 +25,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
 
 from agent import __version__
 from agent.model import MetricResult, Outcome, RagInteraction
+from agent.trust.label_sampling import LabelSampler
 
 AGENT_RESOURCE_ATTRIBUTE = "ragpulse.agent"
 EVALUATION_EVENT = "gen_ai.evaluation.result"
@@ -54,7 +55,7 @@ def _event_attributes(result: MetricResult) -> list[KeyValue]:
 
 def evaluation_request(
     interaction: RagInteraction, results: Sequence[MetricResult], *, include_text: bool = False,
-    now_ns: int | None = None,
+    now_ns: int | None = None, extra_attributes: Mapping[str, str | float | bool] | None = None,
 ) -> ExportTraceServiceRequest:  # fmt: skip
     """The OTLP request that carries one interaction's results."""
     now = now_ns if now_ns is not None else time.time_ns()
@@ -81,6 +82,7 @@ def evaluation_request(
         if result.reason:
             attributes.append(_kv(f"{prefix}.explanation", result.reason))
         span.events.add(time_unix_nano=now, name=EVALUATION_EVENT, attributes=_event_attributes(result))
+    attributes.extend(_kv(key, value) for key, value in (extra_attributes or {}).items())
     if include_text:
         attributes.append(_kv("input.value", interaction.query))
         if interaction.response is not None:
@@ -104,8 +106,9 @@ class KafkaResultsExporter:
 
     def __init__(
         self, producer_options: dict[str, Any], topic: str, *, include_text: bool = False,
-        timeout_seconds: float = 30.0,
+        timeout_seconds: float = 30.0, label_sampler: LabelSampler | None = None,
     ) -> None:  # fmt: skip
+        self._label_sampler = label_sampler  # marks interactions drawn for human labels
         self._options = producer_options
         self._topic = topic
         self._include_text = include_text
@@ -121,7 +124,14 @@ class KafkaResultsExporter:
     async def export(self, interaction: RagInteraction, results: Sequence[MetricResult]) -> None:
         if self._producer is None:
             raise RuntimeError("results exporter used before start()")
-        value = evaluation_request(interaction, results, include_text=self._include_text).SerializeToString()
+        marks = (
+            self._label_sampler.decide(interaction.interaction_id, results).attributes()
+            if self._label_sampler is not None
+            else None
+        )
+        value = evaluation_request(
+            interaction, results, include_text=self._include_text, extra_attributes=marks
+        ).SerializeToString()
         loop = asyncio.get_running_loop()
         acknowledged: asyncio.Future[None] = loop.create_future()
 
