@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 from scipy.stats import rankdata
 
 Array = NDArray[np.float64]
+Values = Sequence[float] | NDArray[Any]  # labels, scores or 0/1 verdicts
 
 # The verdict thresholds documented in docs/judges.md: "good" at or above.
 DEFAULT_THRESHOLDS = {"faithfulness": 1.0, "context_relevancy": 1e-9, "answer_relevancy": 0.5}
@@ -26,11 +28,11 @@ def threshold_for(metric: str) -> float:
     return DEFAULT_THRESHOLDS.get(metric, 0.5)
 
 
-def binary(labels: Sequence[float] | Array) -> NDArray[np.int_]:
+def binary(labels: Values) -> NDArray[np.int_]:
     return (np.asarray(labels, dtype=float) >= 0.5).astype(int)
 
 
-def auroc(labels: Sequence[float] | Array, scores: Sequence[float] | Array) -> float | None:
+def auroc(labels: Values, scores: Values) -> float | None:
     """P(score of a random good item > score of a random bad one), ties half; None with one class."""
     y = binary(labels)
     s = np.asarray(scores, dtype=float)
@@ -43,7 +45,7 @@ def auroc(labels: Sequence[float] | Array, scores: Sequence[float] | Array) -> f
     return float(u / (positives * negatives))
 
 
-def balanced_accuracy(labels: Sequence[float] | Array, predicted: Sequence[int] | Array) -> float | None:
+def balanced_accuracy(labels: Values, predicted: Values) -> float | None:
     y = binary(labels)
     p = np.asarray(predicted, dtype=int)
     if y.all() or not y.any():
@@ -51,7 +53,7 @@ def balanced_accuracy(labels: Sequence[float] | Array, predicted: Sequence[int] 
     return float((p[y == 1].mean() + (1 - p[y == 0]).mean()) / 2)
 
 
-def problem_f1(labels: Sequence[float] | Array, predicted: Sequence[int] | Array) -> float | None:
+def problem_f1(labels: Values, predicted: Values) -> float | None:
     """F1 of the problem class (label 0: unfaithful, irrelevant) — RAGTruth's hallucination F1."""
     y = binary(labels)
     p = np.asarray(predicted, dtype=int)
@@ -61,14 +63,12 @@ def problem_f1(labels: Sequence[float] | Array, predicted: Sequence[int] | Array
     return 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else None
 
 
-def brier(labels: Sequence[float] | Array, probabilities: Sequence[float] | Array) -> float:
+def brier(labels: Values, probabilities: Values) -> float:
     y = np.asarray(labels, dtype=float)
     return float(np.mean((np.asarray(probabilities, dtype=float) - y) ** 2))
 
 
-def expected_calibration_error(
-    labels: Sequence[float] | Array, probabilities: Sequence[float] | Array, bins: int = 10
-) -> float:
+def expected_calibration_error(labels: Values, probabilities: Values, bins: int = 10) -> float:
     """Σ over equal-width bins of |mean label − mean probability| weighted by the bin's share."""
     y = np.asarray(labels, dtype=float)
     p = np.asarray(probabilities, dtype=float)

@@ -200,7 +200,9 @@ def choose_thresholds(
     """
     problem = [label < 0.5 for label in labels]
     total_problems = sum(problem)
-    candidates = [*sorted(set(scores)), math.inf]
+    candidates = sorted(
+        set(scores)
+    )  # "below the lowest score" flags nothing; no +inf: flag-all is no threshold
     rows = []
     for t in candidates:
         flagged = [p for s, p in zip(scores, problem, strict=True) if s < t]
@@ -219,8 +221,7 @@ def choose_thresholds(
         if best is None:
             choices.append(ThresholdChoice(target, goal, None, None, None))  # type: ignore[arg-type]
         else:
-            threshold = None if math.isinf(best[0]) else round(float(best[0]), 6)
-            choices.append(ThresholdChoice(target, goal, threshold, best[1], best[2]))  # type: ignore[arg-type]
+            choices.append(ThresholdChoice(target, goal, round(float(best[0]), 6), best[1], best[2]))  # type: ignore[arg-type]
     return tuple(choices)
 
 

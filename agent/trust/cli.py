@@ -175,7 +175,8 @@ def label_queue_command(args: argparse.Namespace) -> int:
     from agent.trust.offline import read_scores
 
     try:
-        sampler = LabelSampler(args.fraction, args.oversample, tuple(args.band))  # type: ignore[arg-type]
+        low, high = args.band
+        sampler = LabelSampler(args.fraction, args.oversample, (low, high))
     except ValueError as exc:
         print(f"ragpulse label-queue: {exc}", file=sys.stderr)
         return 2
