@@ -229,3 +229,36 @@ def test_rule_kept_interactions_are_not_part_of_the_uniform_sample() -> None:
     assert (
         aggregator.add_label(Label(interaction(1).interaction_id, "faithfulness", 1.0, "test")) == "unmatched"
     )
+
+
+def test_drawn_interactions_are_marked_on_published_results() -> None:
+    from agent.config import load_settings
+    from agent.exporters.kafka_results import KafkaResultsExporter, evaluation_request
+    from agent.pipeline import build_agent
+
+    item = interaction(3)
+    results = [MetricResult.ok("faithfulness", 0.5, judge="t")]
+    request = LabelSampler(1.0).decide(item.interaction_id, results)
+    message = evaluation_request(item, results, extra_attributes=request.attributes())
+    (span,) = message.resource_spans[0].scope_spans[0].spans
+    attributes = {kv.key: kv.value for kv in span.attributes}
+    assert attributes["ragpulse.label.requested"].bool_value is True
+    assert attributes["ragpulse.label.weight"].double_value == 1.0
+    assert attributes["ragpulse.label.reason"].string_value == "uniform"
+    unmarked = evaluation_request(item, results)
+    assert not any(
+        kv.key.startswith("ragpulse.label.")
+        for kv in unmarked.resource_spans[0].scope_spans[0].spans[0].attributes
+    )
+
+    # Wiring: the results exporter and the estimate share one sampler; off by default.
+    settings = load_settings(
+        environ={"RAGPULSE_RESULTS_TOPIC": "results", "RAGPULSE_LABEL_SAMPLE_RATE": "0.1"}
+    )
+    agent = build_agent(settings, CollectorRegistry())
+    exporters = agent.pipeline._exporters
+    (results_exporter,) = [e for e in exporters if isinstance(e, KafkaResultsExporter)]
+    (ppi,) = [e for e in exporters if isinstance(e, PpiAggregator)]
+    assert results_exporter._label_sampler is ppi.sampler and ppi.sampler.fraction == 0.1
+    default = build_agent(load_settings(environ={}), CollectorRegistry())
+    assert not any(isinstance(e, PpiAggregator) for e in default.pipeline._exporters)
