@@ -282,8 +282,27 @@ def ppi_aggregator(
 ) -> PpiAggregator | None:
     """The streaming estimate as configured; None when label sampling is off."""
     if settings.label_sample_rate <= 0:
+        if settings.calibration_file:
+            log.warning("calibration_file is set but label_sample_rate is 0: no estimate uses it")
         return None
     calibrations = load_calibrations(Path(settings.calibration_file)) if settings.calibration_file else None
+    for calibration in calibrations.calibrations.values() if calibrations else ():
+        judge = calibration.fitted_on.get("judge")
+        if judge and judge != settings.judge_model:
+            log.warning(
+                "calibration of %s was fitted on judge %s, but the judge is %s: re-run ragpulse calibrate",
+                calibration.metric, judge, settings.judge_model,
+            )  # fmt: skip
+        thresholds = ", ".join(
+            f"{t.target}>={t.goal:g} below {t.threshold:g}"
+            for t in calibration.thresholds
+            if t.threshold is not None
+        )
+        log.info(
+            "calibration of %s loaded (%s, %s labels)%s",
+            calibration.metric, calibration.method, calibration.fitted_on.get("items", "?"),
+            f"; problem thresholds: {thresholds}" if thresholds else "",
+        )  # fmt: skip
     return PpiAggregator(
         telemetry,
         PpiConfig(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -262,3 +263,21 @@ def test_drawn_interactions_are_marked_on_published_results() -> None:
     assert results_exporter._label_sampler is ppi.sampler and ppi.sampler.fraction == 0.1
     default = build_agent(load_settings(environ={}), CollectorRegistry())
     assert not any(isinstance(e, PpiAggregator) for e in default.pipeline._exporters)
+
+
+def test_run_loads_the_calibration_and_says_which_judge_it_was_fitted_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from agent.config import load_settings
+    from agent.pipeline import build_agent
+
+    path = tmp_path / "calibration.json"
+    calibration = fit("faithfulness", [0.2, 0.4, 0.6, 0.8], [0, 0, 1, 1], judge="openai/gpt-4o-mini")
+    CalibrationSet({"faithfulness": calibration}).save(path)
+    environ = {"RAGPULSE_CALIBRATION_FILE": str(path), "RAGPULSE_LABEL_SAMPLE_RATE": "0.5"}
+    with caplog.at_level("INFO", logger="agent.trust.aggregator"):
+        agent = build_agent(load_settings(environ=environ), CollectorRegistry())
+    (ppi,) = [e for e in agent.pipeline._exporters if isinstance(e, PpiAggregator)]
+    asyncio.run(ppi.export(interaction(1), [MetricResult.ok("faithfulness", 0.8, judge="lexical")]))
+    assert "fitted on judge openai/gpt-4o-mini, but the judge is lexical" in caplog.text
+    assert "calibration of faithfulness loaded (isotonic, 4 labels)" in caplog.text
