@@ -163,9 +163,17 @@ def read_label_file(path: Path) -> LabelFile:
 # -- Stream ---------------------------------------------------------------------------------------
 
 
+_FIRST_LETTERS = frozenset(prefix[0] for prefix in LABEL_PREFIXES)
+
+
 def carries_labels(span: Span) -> bool:
     """Cheap test on the hot path: does the span have any annotation/evaluation attribute?"""
-    return any(key.startswith(LABEL_PREFIXES) for key in span.convention_attributes)
+    # The decoder keeps these keys in `convention_attributes` (KNOWN_PREFIXES), so the span's
+    # other attributes are never converted; the first-letter test skips most keys cheaply.
+    for key in span.convention_attributes:
+        if key and key[0] in _FIRST_LETTERS and key.startswith(LABEL_PREFIXES):
+            return True
+    return False
 
 
 def _annotation_groups(
@@ -183,10 +191,11 @@ def _annotation_groups(
 
 def label_target(span: Span) -> str:
     """The interaction id a label span speaks about (see the module docstring)."""
-    explicit = span.attributes.get(INTERACTION_ID_ATTRIBUTE)
+    attributes = span.convention_attributes
+    explicit = attributes.get(INTERACTION_ID_ATTRIBUTE)
     if isinstance(explicit, str) and ":" in explicit:
         return explicit
-    kind = span.attributes.get("openinference.span.kind")
+    kind = attributes.get("openinference.span.kind")
     annotation_only = kind is None or kind == "EVALUATOR"
     if annotation_only and span.parent_span_id:
         return f"{span.trace_id}:{span.parent_span_id}"
@@ -207,7 +216,7 @@ def labels_from_span(span: Span, metrics: Iterable[str] | None = None) -> SpanLa
     invalid: list[str] = []
     ignored = 0
     target = label_target(span)
-    for trace_scoped, group in _annotation_groups(span.attributes):
+    for trace_scoped, group in _annotation_groups(span.convention_attributes):
         if group.get("annotator_kind") != HUMAN:
             ignored += 1
             continue
