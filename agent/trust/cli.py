@@ -46,8 +46,19 @@ def add_commands(commands: Any) -> None:
     calibrate.set_defaults(handler=calibrate_command)
 
     queue = commands.add_parser("label-queue", help="draw interactions for human labelling, as JSONL")
-    queue.add_argument("results", type=Path, metavar="RESULTS", help="ragpulse eval's results.jsonl")
-    queue.add_argument("--fraction", type=float, required=True, help="share drawn (label_sample_rate)")
+    queue.add_argument(
+        "results", type=Path, metavar="RESULTS", nargs="?", help="ragpulse eval's results.jsonl"
+    )
+    queue.add_argument(
+        "--from-results-topic", action="store_true",
+        help="read what the agents marked on the Kafka results topic (results_topic, kafka_* settings)",
+    )  # fmt: skip
+    queue.add_argument("--config", metavar="FILE", help="YAML settings file, for --from-results-topic")
+    queue.add_argument("--set", metavar="NAME=VALUE", action="append", default=[], help="override a setting")
+    queue.add_argument(
+        "--wait", type=float, default=30.0, metavar="S", help="give up reading the topic after S"
+    )
+    queue.add_argument("--fraction", type=float, help="share drawn (label_sample_rate); for RESULTS files")
     queue.add_argument("--oversample", type=float, default=1.0, help="factor for low-confidence verdicts")
     queue.add_argument("--band", type=float, nargs=2, default=(0.3, 0.7), metavar=("LOW", "HIGH"))
     queue.add_argument("--inputs", type=Path, metavar="FILE", help="eval input JSONL: copy its text per id")
@@ -174,6 +185,12 @@ def label_queue_command(args: argparse.Namespace) -> int:
     from agent.trust.label_sampling import LabelSampler
     from agent.trust.offline import read_scores
 
+    if args.from_results_topic:
+        return _queue_from_topic(args)
+    if args.results is None or args.fraction is None:
+        print("ragpulse label-queue: give RESULTS and --fraction, or --from-results-topic", file=sys.stderr)
+        return 2
+
     try:
         low, high = args.band
         sampler = LabelSampler(args.fraction, args.oversample, (low, high))
@@ -215,6 +232,46 @@ def label_queue_command(args: argparse.Namespace) -> int:
             out.close()
     print(
         f"label-queue: drew {drawn} of {len(table.scores)} interactions ({lines} lines to label)",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _queue_from_topic(args: argparse.Namespace) -> int:
+    """The interactions the agents marked for labelling, read from the results topic to its end."""
+    from agent.config import ConfigError, load_settings
+    from agent.trust.topic import read_marked
+
+    overrides: dict[str, Any] = {}
+    for item in args.set:
+        name, sep, value = item.partition("=")
+        if not sep:
+            print(f"ragpulse label-queue: --set expects NAME=VALUE, got {item!r}", file=sys.stderr)
+            return 2
+        overrides[name.strip().replace("-", "_")] = value
+    try:
+        settings = load_settings(config_file=args.config, overrides=overrides)
+    except ConfigError as exc:
+        print(f"ragpulse label-queue: {exc}", file=sys.stderr)
+        return 2
+    if not settings.results_topic:
+        print("ragpulse label-queue: results_topic is not set", file=sys.stderr)
+        return 2
+    try:
+        rows, read = read_marked(settings, args.wait)
+    except Exception as exc:  # the broker is unreachable or the topic unknown: say so, no traceback
+        print(f"ragpulse label-queue: cannot read {settings.results_topic}: {exc}", file=sys.stderr)
+        return 1
+    out = args.out.open("w", encoding="utf-8") if args.out else sys.stdout
+    try:
+        for row in rows:
+            out.write(json.dumps(row, ensure_ascii=False) + "\n")
+    finally:
+        if args.out:
+            out.close()
+    drawn = len({row["interaction_id"] for row in rows})
+    print(
+        f"label-queue: {drawn} of {read} results were marked for labelling ({len(rows)} lines)",
         file=sys.stderr,
     )
     return 0
