@@ -1,14 +1,16 @@
 """`ragpulse calibrate` and `ragpulse label-queue`.
 
     ragpulse calibrate LABELS [--scores RESULTS] [--out DIR] [--method isotonic|platt]
-    ragpulse label-queue RESULTS [--fraction F] [--oversample K] [--inputs FILE] [--out FILE]
+    ragpulse label-queue RESULTS --fraction F [--oversample K] [--inputs FILE] [--out FILE]
+    ragpulse label-queue --from-results-topic [--config FILE] [--set NAME=VALUE] [--out FILE]
 
 calibrate writes DIR/calibration.json (load it with `--set calibration_file=...` in `ragpulse
 run`), DIR/agreement.json and DIR/report.html, prints a table, and reports unusable label lines
 by number on stderr without stopping. label-queue draws interactions for labelling exactly as the
 running agent does (same hash, same weights) and writes one JSONL line per interaction and metric
 with `"label": null` for a person to fill in; the filled file is a labels file for calibrate and
-for `ragpulse eval --labels`.
+for `agent.trust.offline.ppi_summary`. With --from-results-topic it exports what the running agents
+marked on the Kafka results topic.
 """
 
 from __future__ import annotations
