@@ -90,6 +90,7 @@ class PpiAggregator:
         self._series: OrderedDict[SeriesKey, deque[_Window]] = OrderedDict()
         self._awaiting: OrderedDict[str, _Awaiting] = OrderedDict()
         self._by_trace: dict[str, set[str]] = {}
+        self._published: set[SeriesKey] = set()  # series whose gauges are set
         self._last_log = float("-inf")
 
     @property
@@ -236,7 +237,10 @@ class PpiAggregator:
     def _publish(self, key: SeriesKey) -> None:
         estimate = self.estimate(key)
         if estimate is None:
+            if key in self._published:  # its labelled window was dropped: no stale estimate
+                self._forget_gauges(key)
             return
+        self._published.add(key)
         gauge = self._telemetry.quality_estimate
         gauge.labels(*key, "mean").set(round(estimate.mean, 6))
         gauge.labels(*key, "low").set(round(estimate.low, 6))
@@ -244,6 +248,7 @@ class PpiAggregator:
         self._telemetry.quality_estimate_labels.labels(*key).set(estimate.labelled)
 
     def _forget_gauges(self, key: SeriesKey) -> None:
+        self._published.discard(key)
         for bound in ("mean", "low", "high"):
             with contextlib.suppress(KeyError):
                 self._telemetry.quality_estimate.remove(*key, bound)

@@ -186,13 +186,21 @@ def test_labels_from_real_sdk_spans_with_evaluation_terminology() -> None:
 
 
 def test_windows_roll_and_late_labels_of_dropped_windows_expire() -> None:
-    aggregator, _telemetry, clock = make(min_labels=2, windows_kept=1)
+    aggregator, telemetry, clock = make(min_labels=2, windows_kept=1)
     first, second = interaction(1), interaction(2)
     asyncio.run(aggregator.export(first, [MetricResult.ok("faithfulness", 0.5, judge="t")]))
     clock.now += 3600
     asyncio.run(aggregator.export(second, [MetricResult.ok("faithfulness", 0.5, judge="t")]))
     assert aggregator.add_label(Label(first.interaction_id, "faithfulness", 1.0, "test")) == "expired"
     assert aggregator.add_label(Label(second.interaction_id, "faithfulness", 1.0, "test")) == "joined"
+    third = interaction(3)
+    asyncio.run(aggregator.export(third, [MetricResult.ok("faithfulness", 0.5, judge="t")]))
+    assert aggregator.add_label(Label(third.interaction_id, "faithfulness", 0.0, "test")) == "joined"
+    assert gauge(telemetry, "mean") == pytest.approx(0.5)  # the window holding both labels
+    # When that window is dropped, its estimate goes with it rather than staying on forever.
+    clock.now += 3600
+    asyncio.run(aggregator.export(interaction(4), [MetricResult.ok("faithfulness", 0.5, judge="t")]))
+    assert gauge(telemetry, "mean") is None
 
 
 def test_pending_interactions_and_series_are_bounded() -> None:
