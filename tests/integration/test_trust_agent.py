@@ -87,8 +87,10 @@ def test_human_annotations_join_scores_and_drive_the_quality_estimate(agent: Age
     post(agent, tool)
 
     found = agent.wait_for(
-        lambda s: s.total("ragpulse_labels_total", outcome="joined") >= len(HUMAN_LABELS)
-        and s.value("ragpulse_quality_estimate", bound="mean") is not None,
+        lambda s: (
+            s.total("ragpulse_labels_total", outcome="joined") >= len(HUMAN_LABELS)
+            and s.value("ragpulse_quality_estimate", bound="mean") is not None
+        ),
         timeout=30,
     )
     assert found.total("ragpulse_labels_total", outcome="joined") == len(HUMAN_LABELS)

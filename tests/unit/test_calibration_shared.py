@@ -94,7 +94,10 @@ def test_bad_label_lines_are_reported_by_line_and_the_rest_is_used(
     ]
     labels.write_text("\n".join([good[0], *bad, *good[1:]]) + "\n")
     out = tmp_path / "out"
-    assert main(["calibrate", str(labels), "--scores", str(results), "--out", str(out), "--bootstrap", "50"]) == 0
+    assert (
+        main(["calibrate", str(labels), "--scores", str(results), "--out", str(out), "--bootstrap", "50"])
+        == 0
+    )
     err = capsys.readouterr().err
     assert "line 2: unknown interaction id 'nobody'" in err
     assert "line 3: label 7 is outside [0, 1]" in err
@@ -106,7 +109,7 @@ def test_bad_label_lines_are_reported_by_line_and_the_rest_is_used(
 
 
 def test_label_queue_then_calibrate_from_the_filled_queue(tmp_path: Path) -> None:
-    results, labels, pairs = scored_files("halueval_qa_sample", tmp_path)
+    results, labels, _pairs = scored_files("halueval_qa_sample", tmp_path)
     queue = tmp_path / "queue.jsonl"
     assert main(["label-queue", str(results), "--fraction", "0.5", "--out", str(queue)]) == 0
     rows = [json.loads(line) for line in queue.read_text().splitlines()]
