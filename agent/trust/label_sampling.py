@@ -9,7 +9,7 @@ independent of the trace-id hash the scoring sampler uses.
 
 Low-confidence verdicts (a metric value inside `uncertain_band`, where a judge errs most) may be
 drawn `oversample` times more often; each label then carries the weight w = 1/π, which the PPI
-estimate uses (agent/trust/ppi.py), so the oversampling buys precision without bias.
+estimate uses (agent/trust/ppi.py), so the oversampling does not bias it.
 """
 
 from __future__ import annotations
