@@ -21,6 +21,14 @@ CONFIG_ENV = "RAGPULSE_CONFIG"
 
 LOCAL_JUDGES = ("lexical", "embedding")
 
+# Defaults of the quality alert (docs/runbooks.md): a sustained mean below these pages.
+DEFAULT_ALERT_THRESHOLDS = {
+    "faithfulness": 0.80,
+    "context_relevancy": 0.60,
+    "answer_relevancy": 0.70,
+    "context_precision": 0.70,
+}
+
 
 class ConfigError(ValueError):
     """A setting is missing, unknown or invalid; the message names it and says what to do."""
@@ -191,6 +199,30 @@ class Settings(BaseModel):
     drift_threshold: float = Field(12.0, gt=0, description="CUSUM alarm threshold, in baseline sd.")
     drift_alpha: float = Field(1e-5, gt=0, lt=1, description="p-value the window test must reach.")
     drift_max_series: int = Field(2000, gt=0, description="Series tracked for drift (LRU beyond).")
+    # Delivery under faults (docs/guarantees.md).
+    judge_self_check: bool = Field(
+        True, description="At start, one small call to an LLM judge; a failure is logged clearly."
+    )
+    judge_defer_max_attempts: int = Field(
+        5,
+        gt=0,
+        description="Retryable judge failures of one interaction, while the judge answers others, "
+        "before it is recorded as an error instead of retried.",
+    )
+    sample_keep_max_per_minute: float | None = Field(
+        600.0,
+        gt=0,
+        description="Interactions per minute (per replica) that keep rules may force past the rate "
+        "and the budget; beyond it they are sampled like the rest. Unset = no cap.",
+    )
+    # Alerting: exported as ragpulse_quality_threshold{metric}, which the Prometheus alert rules
+    # compare the recorded means against, so thresholds change without editing the rules.
+    alert_thresholds: dict[str, float] = Field(
+        dict(DEFAULT_ALERT_THRESHOLDS),
+        description="Score means below which the quality alert fires, metric=VALUE or "
+        "service/metric=VALUE (one service), comma-separated; unnamed metrics keep their defaults "
+        "(faithfulness=0.8, context_relevancy=0.6, answer_relevancy=0.7, context_precision=0.7).",
+    )
     # Trust (docs/trust.md): human labels, judge calibration, prediction-powered estimates.
     label_sample_rate: float = Field(
         0.0,
@@ -239,7 +271,8 @@ class Settings(BaseModel):
     def _known_metrics(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         from agent.metrics import METRICS
 
-        unknown = [name for name in value if name not in METRICS]
+        # A key is a metric (every service) or service/metric (that service only).
+        unknown = [name for name in value if str(name).rpartition("/")[2] not in METRICS]
         if unknown:
             raise ValueError(f"unknown metric(s) {unknown}; choose from {sorted(METRICS)}")
         return value
@@ -260,6 +293,38 @@ class Settings(BaseModel):
         for rule in value:
             KeepRule.parse(rule)
         return value
+
+    @field_validator("alert_thresholds", mode="before")
+    @classmethod
+    def _thresholds(cls, value: Any) -> dict[str, float]:
+        from agent.metrics import METRICS
+
+        if isinstance(value, str):
+            value = [item.strip() for item in value.split(",") if item.strip()]
+        if isinstance(value, list | tuple):
+            pairs: dict[str, Any] = {}
+            for item in value:
+                name, sep, number = str(item).partition("=")
+                if not sep:
+                    raise ValueError(f"expected metric=VALUE or service/metric=VALUE, got {item!r}")
+                pairs[name.strip()] = number.strip()
+            value = pairs
+        if not isinstance(value, Mapping):
+            raise ValueError("expected metric=VALUE entries or a mapping of metric to value")
+        # A key is a metric (every service) or service/metric (that service only).
+        unknown = [name for name in value if str(name).rpartition("/")[2] not in METRICS]
+        if unknown:
+            raise ValueError(f"unknown metric(s) {unknown}; choose from {sorted(METRICS)}")
+        merged = dict(DEFAULT_ALERT_THRESHOLDS)
+        for name, number in value.items():
+            try:
+                threshold = float(number)
+            except (TypeError, ValueError):
+                raise ValueError(f"threshold of {name} must be a number, got {number!r}") from None
+            if not 0.0 <= threshold <= 1.0:
+                raise ValueError(f"threshold of {name} must be within [0, 1], got {threshold}")
+            merged[name] = threshold
+        return merged
 
     @field_validator("calibration_file")
     @classmethod
@@ -375,5 +440,7 @@ def describe_settings() -> str:
         default = f.default
         if isinstance(default, tuple):
             default = ",".join(default)
+        elif isinstance(default, dict):
+            default = ",".join(f"{k}={v}" for k, v in default.items())
         rows.append(f"{name:<26} {ENV_PREFIX + name.upper():<36} {default!s:<22} {f.description or ''}")
     return "\n".join(rows)

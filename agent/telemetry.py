@@ -65,7 +65,8 @@ class Telemetry:
         )
         self.interactions_rejected = Counter(
             "ragpulse_interactions_rejected",
-            "Interactions refused because the evaluation queue was full (the sender retries).",
+            "Interactions the base sampling rate would judge that the judge budget turned away "
+            "(or keep-rule matches over their cap).",
             registry=registry,
         )
         self.sample_ratio = Gauge(
@@ -222,9 +223,20 @@ class Telemetry:
             registry=registry,
         )
 
+        # Alerting: the configured thresholds, so alert rules need no editing when they change.
+        self.quality_threshold = Gauge(
+            "ragpulse_quality_threshold",
+            "Score mean below which the quality alert fires (setting alert_thresholds); "
+            "service is empty for the threshold of every service.",
+            ["service", "metric"],
+            registry=registry,
+        )
+
     # SpendMeter, for the judge budget
     def total(self) -> Spend:
-        return Spend(_sum_of_totals(self.judge_requests), _sum_of_totals(self.judge_cost))
+        # Refused calls (open breaker) reached no judge: they are not spend.
+        calls = _sum_of_totals(self.judge_requests) - _sum_of_totals(self.judge_requests, outcome="refused")
+        return Spend(calls, _sum_of_totals(self.judge_cost))
 
     # CacheStats, for CachedJudge
     def hits(self, n: int) -> None:
@@ -251,11 +263,11 @@ class Telemetry:
         self.judge_cache_errors.labels(operation).inc()
 
 
-def _sum_of_totals(counter: Counter) -> float:
-    """A counter's value summed over all its label sets."""
+def _sum_of_totals(counter: Counter, **labels: str) -> float:
+    """A counter's value summed over all its label sets (those matching `labels`)."""
     return sum(
         sample.value
         for metric in counter.collect()
         for sample in metric.samples
-        if sample.name.endswith("_total")
+        if sample.name.endswith("_total") and all(sample.labels.get(k) == v for k, v in labels.items())
     )
