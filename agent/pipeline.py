@@ -20,7 +20,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from agent.aggregate import DriftAggregator
+from agent.aggregate import DriftAggregator, RedisDriftStore
 from agent.budget import BudgetController, MemoryLedger, RedisLedger, SpendLedger
 from agent.config import Settings
 from agent.delivery import Claims, Delivery, Job, JudgeGate, Retry, WorkLedger
@@ -30,7 +30,8 @@ from agent.exporters.base import Exporter
 from agent.exporters.prometheus import MetricsServer, PrometheusExporter
 from agent.idempotency import IdempotencyStore, MemoryIdempotency, RedisIdempotency
 from agent.judges.factory import build_judge
-from agent.labels import LabelLimiter
+from agent.labels import SeriesBudget
+from agent.looplag import LoopLagMonitor
 from agent.metrics import METRICS
 from agent.model import MetricResult, RagInteraction, Span
 from agent.otlp import mark_own_telemetry
@@ -169,6 +170,7 @@ class Pipeline:
             telemetry.assembler_evictions.labels(reason).inc(count)
         telemetry.assembler_buffered_spans.set(assembly.buffered_spans)
         telemetry.assembler_buffered_traces.set(assembly.buffered_traces)
+        telemetry.assembler_buffered_bytes.set(assembly.buffered_bytes)
         for origin, interaction in zip(assembly.origins, assembly.interactions, strict=True):
             labels = (interaction.service, interaction.route)
             telemetry.interactions.labels(*labels).inc()
@@ -383,11 +385,13 @@ def build_source(settings: Settings, telemetry: Telemetry) -> Source:
             commit_interval_seconds=settings.kafka_commit_interval_seconds,
         )
         return KafkaSource(config, telemetry)
-    return OtlpHttpSource(*settings.otlp_address, max_body_bytes=settings.otlp_max_body_bytes)
+    return OtlpHttpSource(
+        *settings.otlp_address, max_body_bytes=settings.otlp_max_body_bytes, telemetry=telemetry
+    )
 
 
 def build_exporters(
-    settings: Settings, telemetry: Telemetry, ppi: PpiAggregator | None = None
+    settings: Settings, telemetry: Telemetry, redis: Any = None, ppi: PpiAggregator | None = None
 ) -> list[Exporter]:
     exporters: list[Exporter] = []
     if settings.results_topic:
@@ -403,7 +407,16 @@ def build_exporters(
         )
     # In-process exporters last: they count an interaction only once the durable ones succeeded.
     exporters.append(PrometheusExporter(telemetry))
-    exporters.append(DriftAggregator(telemetry, drift_config(settings), settings.drift_max_series))
+    store = RedisDriftStore(redis, settings.drift_state_ttl_seconds) if redis is not None else None
+    exporters.append(
+        DriftAggregator(
+            telemetry,
+            drift_config(settings),
+            settings.drift_max_series,
+            store=store,
+            save_interval=settings.drift_save_interval_seconds,
+        )
+    )
     if ppi is not None:
         exporters.append(ppi)
     return exporters
@@ -443,11 +456,12 @@ def build_agent(settings: Settings, registry: CollectorRegistry | None = None) -
     sampler = RuleSampler(rates, keep_rules, budget, keep_per_minute=settings.sample_keep_max_per_minute)
     # Trust: prediction-powered estimates from human labels (None unless label_sample_rate > 0).
     ppi = ppi_aggregator(settings, telemetry, keep_rules, rates, budget)
-    labeller = Labeller(
-        settings.route_attributes,
-        limit_service=LabelLimiter(settings.max_label_values),
-        limit_route=LabelLimiter(settings.max_label_values),
+    series_budget = SeriesBudget(
+        settings.max_label_pairs,
+        settings.max_label_values,
+        on_overflow=lambda kind: telemetry.label_overflows.labels(kind).inc(),
     )
+    labeller = Labeller(settings.route_attributes, series_budget)
     judge = build_judge(settings, telemetry, redis)
     pipeline = Pipeline(
         assembler=TraceAssembler(
@@ -461,7 +475,7 @@ def build_agent(settings: Settings, registry: CollectorRegistry | None = None) -
         ),
         sampler=sampler,
         evaluator=Evaluator([METRICS[name]() for name in settings.metrics], judge),
-        exporters=build_exporters(settings, telemetry, ppi),
+        exporters=build_exporters(settings, telemetry, redis, ppi),
         telemetry=telemetry,
         max_pending=settings.max_pending,
         concurrency=settings.eval_concurrency,
@@ -476,7 +490,9 @@ def build_agent(settings: Settings, registry: CollectorRegistry | None = None) -
     source = build_source(settings, telemetry)
     gate = pipeline.gate
     readiness = {"source": source.ready, "judge": lambda: judge.healthy() and not gate.failing}
-    metrics_server = MetricsServer(telemetry.registry, *settings.metrics_address, checks=readiness)
+    metrics_server = MetricsServer(
+        telemetry.registry, *settings.metrics_address, checks=readiness, loop_lag=LoopLagMonitor(telemetry)
+    )
     self_check: Callable[[], Coroutine[Any, Any, object]] | None = None
     if settings.judge_self_check and not settings.judge_is_local:
         from agent.judges.llm import self_check as check_judge

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from agent.looplag import LoopLagMonitor
 from agent.model import MetricResult, Outcome, RagInteraction
 from agent.telemetry import Telemetry
 
@@ -41,9 +42,15 @@ class MetricsServer:
     """Serves /metrics for Prometheus, /healthz (process up) and /readyz (able to do work)."""
 
     def __init__(
-        self, registry: CollectorRegistry, host: str, port: int, checks: Mapping[str, Callable[[], bool]]
+        self,
+        registry: CollectorRegistry,
+        host: str,
+        port: int,
+        checks: Mapping[str, Callable[[], bool]],
+        loop_lag: LoopLagMonitor | None = None,
     ) -> None:
         self._registry = registry
+        self._loop_lag = loop_lag  # runs while the server does: it measures what the server suffers
         self._host = host
         self._port = port
         self._checks = dict(checks)
@@ -51,6 +58,8 @@ class MetricsServer:
         self.bound_port: int | None = None
 
     async def start(self) -> None:
+        if self._loop_lag is not None:
+            await self._loop_lag.start()
         app = web.Application()
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/healthz", self._healthz)
@@ -65,6 +74,8 @@ class MetricsServer:
         runner, self._runner = self._runner, None
         if runner is not None:
             await runner.cleanup()
+        if self._loop_lag is not None:
+            await self._loop_lag.shutdown(timeout)
 
     async def _metrics(self, request: web.Request) -> web.Response:
         # Rendering thousands of series takes CPU time; keep it off the event loop.
