@@ -385,9 +385,20 @@ def build_source(settings: Settings, telemetry: Telemetry) -> Source:
             commit_interval_seconds=settings.kafka_commit_interval_seconds,
         )
         return KafkaSource(config, telemetry)
-    return OtlpHttpSource(
+    http = OtlpHttpSource(
         *settings.otlp_address, max_body_bytes=settings.otlp_max_body_bytes, telemetry=telemetry
     )
+    grpc_address = settings.otlp_grpc_address
+    if grpc_address is None:
+        return http
+    # Imported here so that disabling gRPC never loads grpcio.
+    from agent.sources.composite import CompositeSource
+    from agent.sources.otlp_grpc import OtlpGrpcSource
+
+    grpc = OtlpGrpcSource(
+        *grpc_address, max_body_bytes=settings.otlp_max_body_bytes, refused=telemetry.requests_refused
+    )
+    return CompositeSource([http, grpc])
 
 
 def build_exporters(
