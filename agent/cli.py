@@ -105,9 +105,9 @@ async def _run(settings: Settings) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if getattr(args, "handler", None) is not None:  # offline commands: no agent settings needed
+    if getattr(args, "trust_handler", None) is not None:  # calibrate, label-queue: own settings handling
         logging.basicConfig(level="WARNING", format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-        return int(args.handler(args))
+        return int(args.trust_handler(args))
     if args.command == "validate-config" and args.list:
         print(describe_settings())
         return 0

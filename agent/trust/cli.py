@@ -45,7 +45,7 @@ def add_commands(commands: Any) -> None:
     )  # fmt: skip
     calibrate.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="bootstrap resamples")
     calibrate.add_argument("--seed", type=int, default=0)
-    calibrate.set_defaults(handler=calibrate_command)
+    calibrate.set_defaults(trust_handler=calibrate_command)
 
     queue = commands.add_parser("label-queue", help="draw interactions for human labelling, as JSONL")
     queue.add_argument(
@@ -65,7 +65,7 @@ def add_commands(commands: Any) -> None:
     queue.add_argument("--band", type=float, nargs=2, default=(0.3, 0.7), metavar=("LOW", "HIGH"))
     queue.add_argument("--inputs", type=Path, metavar="FILE", help="eval input JSONL: copy its text per id")
     queue.add_argument("--out", type=Path, metavar="FILE", help="output JSONL (default: stdout)")
-    queue.set_defaults(handler=label_queue_command)
+    queue.set_defaults(trust_handler=label_queue_command)
 
 
 def _thresholds(items: list[str]) -> dict[str, float]:
