@@ -20,7 +20,7 @@ from agent.trust.ppi import Estimate, judge_mean, moments, ppi_mean
 
 # Keys of a results or queue line that are not metric scores.
 NOT_METRICS = frozenset(
-    {"id", "interaction_id", "metric", "score", "label", "weight", "service", "route", "reason",
+    {"id", "interaction_id", "metric", "score", "label", "weight", "service", "route", "reason", "line",
      "label_requested", "label_weight", "query", "question", "response", "answer", "contexts",
      "reference", "ground_truth", "user_input", "retrieved_contexts"}
 )  # fmt: skip
@@ -202,3 +202,45 @@ def ppi_summary(
             "judge_mean": _estimate(judge_mean(judged, alpha=alpha)),
         }
     return {"metrics": summary, "problems": [str(p) for p in problems]}
+
+
+def eval_ppi(labels_path: Path, calibration_path: Path | None, out_dir: Path, print_line: Any = print) -> int:
+    """`ragpulse eval --labels FILE [--calibration FILE]`: PPI estimates beside eval's summary.
+
+    Reads eval's `results.jsonl` in `out_dir`, adds `"ppi"` (the `ppi_summary`) to its
+    `summary.json`, and prints one line per metric. Bad label lines are reported by line.
+    """
+    import sys
+
+    from agent.trust.calibration import CalibrationError, load_calibrations
+    from agent.trust.labels import read_label_file
+
+    try:
+        calibrations = load_calibrations(calibration_path) if calibration_path else None
+        label_file = read_label_file(labels_path)
+    except (CalibrationError, OSError) as exc:
+        print(f"ragpulse eval: {exc}", file=sys.stderr)
+        return 2
+    for problem in label_file.problems:
+        print(f"{labels_path}: {problem}", file=sys.stderr)
+    summary = ppi_summary(
+        read_scores(out_dir / "results.jsonl"), label_file.labels, calibrations=calibrations
+    )
+    for problem in summary["problems"]:
+        print(f"{labels_path}: {problem}", file=sys.stderr)
+    summary_path = out_dir / "summary.json"
+    document = json.loads(summary_path.read_text()) if summary_path.exists() else {}
+    document["ppi"] = summary["metrics"]
+    summary_path.write_text(json.dumps(document, indent=2) + "\n")
+    print_line("Prediction-powered estimates (human labels + judge; 95% CI; docs/trust.md):")
+    for metric, row in summary["metrics"].items():
+        ppi, only = row["ppi"], row["labels_only"]
+        if ppi is None:
+            print_line(f"  {metric}: {row['labels']} label(s), too few for an estimate")
+            continue
+        labels_only = f"{only['mean']:.3f} [{only['low']:.3f}, {only['high']:.3f}]" if only else "n/a"
+        print_line(
+            f"  {metric}: {ppi['mean']:.3f} [{ppi['low']:.3f}, {ppi['high']:.3f}] from "
+            f"{row['labels']} labels and {row['judged']} judged (labels alone: {labels_only})"
+        )
+    return 0
