@@ -12,6 +12,7 @@ from typing import Any
 
 from agent import __version__
 from agent.config import ConfigError, Settings, describe_settings, load_settings
+from agent.trust.cli import add_commands as add_trust_commands
 
 log = logging.getLogger("ragpulse")
 
@@ -49,6 +50,7 @@ def _parser() -> argparse.ArgumentParser:
 
     register_demo(commands, with_settings)
     register_eval(commands, with_settings)
+    add_trust_commands(commands)  # calibrate, label-queue (agent/trust/cli.py)
     return parser
 
 
@@ -103,6 +105,9 @@ async def _run(settings: Settings) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if getattr(args, "trust_handler", None) is not None:  # calibrate, label-queue: own settings handling
+        logging.basicConfig(level="WARNING", format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+        return int(args.trust_handler(args))
     if args.command == "validate-config" and args.list:
         print(describe_settings())
         return 0

@@ -268,6 +268,41 @@ class Settings(BaseModel):
         "service/metric=VALUE (one service), comma-separated; unnamed metrics keep their defaults "
         "(faithfulness=0.8, context_relevancy=0.6, answer_relevancy=0.7, context_precision=0.7).",
     )
+    # Trust (docs/trust.md): human labels, judge calibration, prediction-powered estimates.
+    label_sample_rate: float = Field(
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description="Fraction of scored interactions drawn for human labelling, marked on published "
+        "results; turns on the ragpulse_quality_estimate gauges (0 = off).",
+    )
+    label_oversample: float = Field(
+        1.0,
+        ge=1.0,
+        description="How many times more often an interaction with a low-confidence verdict is drawn; "
+        "labels carry weight 1/probability, so estimates stay unbiased.",
+    )
+    label_uncertain_low: float = Field(
+        0.3, ge=0.0, le=1.0, description="Metric values from here to label_uncertain_high are low-confidence."
+    )
+    label_uncertain_high: float = Field(
+        0.7, ge=0.0, le=1.0, description="Upper end of the low-confidence band of metric values."
+    )
+    label_max_pending: int = Field(
+        100_000, gt=0, description="Drawn interactions remembered while awaiting labels (oldest forgotten)."
+    )
+    calibration_file: str | None = Field(
+        None, description="Calibration JSON from `ragpulse calibrate`; estimates use calibrated scores."
+    )
+    ppi_window_seconds: float = Field(
+        3600.0, gt=0, description="Length of the windows of prediction-powered estimates."
+    )
+    ppi_min_labels: int = Field(
+        30, ge=2, description="Labels a window needs before its estimate is exported."
+    )
+    ppi_windows_kept: int = Field(
+        2, ge=1, description="Windows per series kept open for late labels (the newest with enough is shown)."
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
     @field_validator("otlp_listen", "metrics_listen")
@@ -344,6 +379,23 @@ class Settings(BaseModel):
                 raise ValueError(f"threshold of {name} must be within [0, 1], got {threshold}")
             merged[name] = threshold
         return merged
+
+    @field_validator("calibration_file")
+    @classmethod
+    def _calibration(cls, value: str | None) -> str | None:
+        if value is not None:
+            from agent.trust.calibration import load_calibrations
+
+            load_calibrations(Path(value))  # a bad file fails at start-up, not on the first score
+        return value
+
+    @field_validator("label_uncertain_high")
+    @classmethod
+    def _uncertain_band(cls, value: float, info: Any) -> float:
+        low = info.data.get("label_uncertain_low")
+        if low is not None and value < low:
+            raise ValueError(f"must be >= label_uncertain_low ({low})")
+        return value
 
     @property
     def otlp_address(self) -> tuple[str, int]:

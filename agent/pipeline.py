@@ -33,7 +33,7 @@ from agent.judges.factory import build_judge
 from agent.labels import SeriesBudget
 from agent.looplag import LoopLagMonitor
 from agent.metrics import METRICS
-from agent.model import MetricResult, RagInteraction
+from agent.model import MetricResult, RagInteraction, Span
 from agent.otlp import mark_own_telemetry
 from agent.otlp.assemble import Assembler, Assembly, Labeller, TraceAssembler
 from agent.otlp.conventions.genai import GenAI
@@ -46,6 +46,7 @@ from agent.sources.base import Source
 from agent.sources.otlp_http import OtlpHttpSource
 from agent.telemetry import Telemetry
 from agent.throttled_log import ThrottledLog
+from agent.trust.aggregator import PpiAggregator, ppi_aggregator
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +79,9 @@ class Pipeline:
         owner: str = "ragpulse",
         gate: JudgeGate | None = None,
         max_deferrals: int = 5,
+        label_spans: Callable[[Sequence[Span]], None] | None = None,
     ) -> None:
+        self._label_spans = label_spans  # human labels in annotation spans (agent/trust)
         self._assembler = assembler
         self._sampler = sampler
         self._evaluator = evaluator
@@ -141,6 +144,8 @@ class Pipeline:
             telemetry.spans_received.labels(source).inc(received)
         for reason in request.rejected:
             self.dead_letter(reason, "span with a malformed trace or span id")
+        if self._label_spans is not None:
+            self._label_spans(request.spans)
         self._take(self._assembler.add(request.spans, sequence))
         return sequence
 
@@ -396,14 +401,19 @@ def build_source(settings: Settings, telemetry: Telemetry) -> Source:
     return CompositeSource([http, grpc])
 
 
-def build_exporters(settings: Settings, telemetry: Telemetry, redis: Any = None) -> list[Exporter]:
+def build_exporters(
+    settings: Settings, telemetry: Telemetry, redis: Any = None, ppi: PpiAggregator | None = None
+) -> list[Exporter]:
     exporters: list[Exporter] = []
     if settings.results_topic:
         from agent.exporters.kafka_results import KafkaResultsExporter
 
         exporters.append(
             KafkaResultsExporter(
-                kafka_connection(settings), settings.results_topic, include_text=settings.results_include_text
+                kafka_connection(settings),
+                settings.results_topic,
+                include_text=settings.results_include_text,
+                label_sampler=ppi.sampler if ppi is not None else None,
             )
         )
     if settings.results_otlp_endpoint:
@@ -431,6 +441,8 @@ def build_exporters(settings: Settings, telemetry: Telemetry, redis: Any = None)
             save_interval=settings.drift_save_interval_seconds,
         )
     )
+    if ppi is not None:
+        exporters.append(ppi)
     return exporters
 
 
@@ -468,12 +480,10 @@ def build_agent(
         exhausted=telemetry.budget_exhausted.set,
     )
     keep_rules = [KeepRule.parse(rule) for rule in settings.sample_keep_rules]
-    sampler = RuleSampler(
-        RateTable.parse(settings.sample_rate, settings.sample_rates),
-        keep_rules,
-        budget,
-        keep_per_minute=settings.sample_keep_max_per_minute,
-    )
+    rates = RateTable.parse(settings.sample_rate, settings.sample_rates)
+    sampler = RuleSampler(rates, keep_rules, budget, keep_per_minute=settings.sample_keep_max_per_minute)
+    # Trust: prediction-powered estimates from human labels (None unless label_sample_rate > 0).
+    ppi = ppi_aggregator(settings, telemetry, keep_rules, rates, budget)
     series_budget = SeriesBudget(
         settings.max_label_pairs,
         settings.max_label_values,
@@ -493,7 +503,7 @@ def build_agent(
         ),
         sampler=sampler,
         evaluator=Evaluator([METRICS[name]() for name in settings.metrics], judge),
-        exporters=[*build_exporters(settings, telemetry, redis), *observers],
+        exporters=[*build_exporters(settings, telemetry, redis, ppi), *observers],
         telemetry=telemetry,
         max_pending=settings.max_pending,
         concurrency=settings.eval_concurrency,
@@ -503,6 +513,7 @@ def build_agent(
         done_seconds=settings.idempotency_ttl_seconds,
         owner=owner,
         max_deferrals=settings.judge_defer_max_attempts,
+        label_spans=ppi.observe_spans if ppi is not None else None,
     )
     source = build_source(settings, telemetry)
     gate = pipeline.gate

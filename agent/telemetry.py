@@ -196,6 +196,33 @@ class Telemetry:
             "1 while the judge budget (calls/min or USD/h) is spent and sampling is throttled.",
             registry=registry,
         )
+        # Trust (agent/trust): human labels and prediction-powered estimates of the true quality.
+        self.quality_estimate = Gauge(
+            "ragpulse_quality_estimate",
+            "Prediction-powered estimate of a metric's true mean in the latest window with enough "
+            "human labels: bound=mean, or the low/high end of its 95% confidence interval.",
+            ["service", "route", "metric", "bound"],
+            registry=registry,
+        )
+        self.quality_estimate_labels = Gauge(
+            "ragpulse_quality_estimate_labels",
+            "Human labels behind ragpulse_quality_estimate (its window's labelled interactions).",
+            ["service", "route", "metric"],
+            registry=registry,
+        )
+        self.labels_received = Counter(
+            "ragpulse_labels",
+            "Human labels read from annotation spans, by outcome (joined, not_requested, unmatched, "
+            "no_score, expired, duplicate, invalid).",
+            ["outcome"],
+            registry=registry,
+        )
+        self.label_requests = Counter(
+            "ragpulse_label_requests",
+            "Scored interactions drawn for human labelling.",
+            ["service", "route"],
+            registry=registry,
+        )
 
         # Bounds and event-loop health (hostile input; docs/limits.md).
         self.event_loop_lag = Histogram(

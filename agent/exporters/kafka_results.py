@@ -21,6 +21,7 @@ from typing import Any
 
 from agent.exporters.result_spans import AGENT_RESOURCE_ATTRIBUTE, EVALUATION_EVENT, evaluation_request
 from agent.model import MetricResult, RagInteraction
+from agent.trust.label_sampling import LabelSampler
 
 __all__ = ["AGENT_RESOURCE_ATTRIBUTE", "EVALUATION_EVENT", "KafkaResultsExporter", "evaluation_request"]
 
@@ -37,7 +38,9 @@ class KafkaResultsExporter:
     def __init__(
         self, producer_options: dict[str, Any], topic: str, *, include_text: bool = False,
         timeout_seconds: float = 30.0, max_block_seconds: float = 5.0, send_threads: int = 4,
+        label_sampler: LabelSampler | None = None,
     ) -> None:  # fmt: skip
+        self._label_sampler = label_sampler  # marks interactions drawn for human labels
         self._options = producer_options
         self._topic = topic
         self._include_text = include_text
@@ -64,7 +67,14 @@ class KafkaResultsExporter:
         producer, senders = self._producer, self._senders
         if producer is None or senders is None:
             raise RuntimeError("results exporter used before start()")
-        value = evaluation_request(interaction, results, include_text=self._include_text).SerializeToString()
+        marks = (
+            self._label_sampler.decide(interaction.interaction_id, results).attributes()
+            if self._label_sampler is not None
+            else None
+        )
+        value = evaluation_request(
+            interaction, results, include_text=self._include_text, extra_attributes=marks
+        ).SerializeToString()
         loop = asyncio.get_running_loop()
         acknowledged: asyncio.Future[None] = loop.create_future()
 

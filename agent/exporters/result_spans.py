@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
@@ -52,7 +52,7 @@ def _event_attributes(result: MetricResult) -> list[KeyValue]:
 
 def evaluation_request(
     interaction: RagInteraction, results: Sequence[MetricResult], *, include_text: bool = False,
-    now_ns: int | None = None,
+    now_ns: int | None = None, extra_attributes: Mapping[str, str | float | bool] | None = None,
 ) -> ExportTraceServiceRequest:  # fmt: skip
     """The OTLP request that carries one interaction's results."""
     now = now_ns if now_ns is not None else time.time_ns()
@@ -79,6 +79,7 @@ def evaluation_request(
         if result.reason:
             attributes.append(_kv(f"{prefix}.explanation", result.reason))
         span.events.add(time_unix_nano=now, name=EVALUATION_EVENT, attributes=_event_attributes(result))
+    attributes.extend(_kv(key, value) for key, value in (extra_attributes or {}).items())
     if include_text:
         attributes.append(_kv("input.value", interaction.query))
         if interaction.response is not None:

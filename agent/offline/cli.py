@@ -82,6 +82,12 @@ def main(args: argparse.Namespace, settings: Settings) -> int:
     scored = asyncio.run(_score_all(settings, files, loaded, metrics, args.k, console, out_dir, args.compare))
     for s in scored:
         _print_summary(out, s)
+    if getattr(args, "labels", None) and not args.compare:  # trust: PPI estimates (agent/trust)
+        from agent.trust.offline import eval_ppi
+
+        calibration = Path(args.calibration) if args.calibration else None
+        if eval_ppi(Path(args.labels), calibration, out_dir, out.print) != 0:
+            return 2
     if args.compare:
         a, b = scored
         pairs, paired_by = pair_results(a.results, b.results)

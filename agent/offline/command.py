@@ -30,6 +30,11 @@ def register(
     parser.add_argument("--judge", dest="judge_model", metavar="MODEL", help="judge model (as --judge-model)")
     parser.add_argument("--k", type=int, default=5, help="cut-off of the rank metrics (default 5)")
     parser.add_argument("--compare", action="store_true", help="A/B comparison of two files")
+    # Trust (docs/trust.md): prediction-powered estimates of the true means from human labels.
+    parser.add_argument(
+        "--labels", metavar="FILE", help="human labels JSONL: adds PPI estimates to the summary"
+    )
+    parser.add_argument("--calibration", metavar="FILE", help="calibration JSON from ragpulse calibrate")
     parser.set_defaults(handler=_main)
 
 

@@ -32,6 +32,8 @@ KNOWN_PREFIXES = (
     "gen_ai.conversation.id",
     # the minimal layout, and the default route attribute
     "ragpulse.", "http.route",
+    # human labels: OpenInference annotations / evaluations (agent/trust/labels.py)
+    "annotations.", "evaluations.", "trace.annotations.", "trace.evaluations.",
 )  # fmt: skip
 
 
