@@ -41,7 +41,9 @@ from agent.otlp.conventions.openllmetry import OpenLLMetry
 from agent.otlp.decode import DecodedRequest
 from agent.sampling import KeepRule, RateTable, RuleSampler, Sampler
 from agent.sources.base import Source
+from agent.sources.otlp_http import SOURCE as SOURCE_OTLP_HTTP
 from agent.sources.otlp_http import OtlpHttpSource
+from agent.sources.security import EndpointSecurity, load_web_config, otlp_security
 from agent.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -340,7 +342,12 @@ def build_source(settings: Settings, telemetry: Telemetry) -> Source:
             commit_interval_seconds=settings.kafka_commit_interval_seconds,
         )
         return KafkaSource(config, telemetry)
-    return OtlpHttpSource(*settings.otlp_address, max_body_bytes=settings.otlp_max_body_bytes)
+    refused = telemetry.requests_refused.labels(SOURCE_OTLP_HTTP, "unauthorized").inc
+    return OtlpHttpSource(
+        *settings.otlp_address,
+        max_body_bytes=settings.otlp_max_body_bytes,
+        security=otlp_security(settings, refused),
+    )
 
 
 def build_exporters(settings: Settings, telemetry: Telemetry) -> list[Exporter]:
@@ -413,5 +420,11 @@ def build_agent(settings: Settings, registry: CollectorRegistry | None = None) -
     )
     source = build_source(settings, telemetry)
     readiness = {"source": source.ready, "judge": judge.healthy}
-    metrics_server = MetricsServer(telemetry.registry, *settings.metrics_address, checks=readiness)
+    metrics_security = EndpointSecurity()
+    if settings.metrics_web_config_file:
+        refused = telemetry.requests_refused.labels("metrics", "unauthorized").inc
+        metrics_security = load_web_config(settings.metrics_web_config_file).security(refused)
+    metrics_server = MetricsServer(
+        telemetry.registry, *settings.metrics_address, checks=readiness, security=metrics_security
+    )
     return Agent(settings, telemetry, source, pipeline, budget, metrics_server, redis)

@@ -9,6 +9,7 @@ from agent.judges.base import Judge
 from agent.judges.cache import CachedJudge, MemoryVerdictCache, VerdictCache
 from agent.judges.instrumented import InstrumentedJudge
 from agent.judges.local import LexicalJudge
+from agent.judges.redacting import RedactingJudge
 from agent.telemetry import Telemetry
 
 
@@ -52,10 +53,22 @@ def build_inner_judge(settings: Settings, telemetry: Telemetry) -> Judge:
     return LLMJudge(settings.judge_model, options, usage=telemetry)
 
 
-def build_judge(settings: Settings, telemetry: Telemetry, redis: Any = None) -> CachedJudge:
-    """The judge metrics use: verdict cache in front of an instrumented local or LLM judge.
+def build_judge(settings: Settings, telemetry: Telemetry, redis: Any = None) -> CachedJudge | RedactingJudge:
+    """The judge metrics use: verdict cache in front of an instrumented local or LLM judge, behind
+    redaction of personal data when `settings.redacts` (so cache keys see redacted text only).
 
     `healthy()` on the result is False while an LLM judge's circuit breaker is open.
     """
     judge: Judge = InstrumentedJudge(build_inner_judge(settings, telemetry), telemetry)
-    return CachedJudge(judge, build_verdict_cache(settings, telemetry, redis), telemetry)
+    cached = CachedJudge(judge, build_verdict_cache(settings, telemetry, redis), telemetry)
+    if not settings.redacts:
+        return cached
+    from agent.redact import RedactionRules, Redactor
+
+    rules = RedactionRules(
+        kinds=settings.redact_kinds,
+        patterns=settings.redact_patterns,
+        allow=settings.redact_allow,
+        phone_regions=settings.redact_phone_regions,
+    )
+    return RedactingJudge(cached, Redactor(rules), telemetry)

@@ -20,6 +20,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from agent.otlp.decode import Encoding, UndecodableError, decode_request
 from agent.sources.base import Intake
+from agent.sources.security import EndpointSecurity
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +51,10 @@ def _status_response(http_status: int, code: int, message: str, encoding: Encodi
 class OtlpHttpSource:
     name = SOURCE
 
-    def __init__(self, host: str, port: int, max_body_bytes: int) -> None:
+    def __init__(
+        self, host: str, port: int, max_body_bytes: int, security: EndpointSecurity | None = None
+    ) -> None:
+        self._security = security or EndpointSecurity()
         self._host = host
         self._port = port
         self._max_body_bytes = max_body_bytes
@@ -60,14 +64,17 @@ class OtlpHttpSource:
 
     async def start(self, intake: Intake) -> None:
         self._intake = intake
-        app = web.Application(client_max_size=self._max_body_bytes)
+        security = self._security  # TLS and bearer token (agent/sources/security.py), off by default
+        app = web.Application(client_max_size=self._max_body_bytes, middlewares=security.middlewares)
         app.router.add_post("/v1/traces", self._handle)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self._host, self._port, reuse_address=True)
+        site = web.TCPSite(
+            self._runner, self._host, self._port, reuse_address=True, ssl_context=security.ssl_context
+        )
         await site.start()
         self.bound_port = self._runner.addresses[0][1]
-        log.info("OTLP/HTTP receiver on http://%s:%d/v1/traces", self._host, self.bound_port)
+        log.info("OTLP/HTTP receiver on %s://%s:%d/v1/traces", security.scheme, self._host, self.bound_port)
 
     def ready(self) -> bool:
         return self._runner is not None
