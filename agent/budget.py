@@ -15,7 +15,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ class MemoryLedger:
 class RedisLedger:
     """Buckets `ragpulse:budget:<minute>` as hashes {calls, usd}, expiring after three minutes."""
 
-    def __init__(self, client, prefix: str = "ragpulse:budget:") -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, client: Any, prefix: str = "ragpulse:budget:") -> None:
         self._client = client
         self._prefix = prefix
 

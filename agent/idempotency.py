@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from enum import StrEnum
-from typing import Protocol
+from typing import Any, Protocol
 
 
 class Claim(StrEnum):
@@ -84,7 +84,7 @@ return 0
 
 
 class RedisIdempotency:
-    def __init__(self, client, owner: str, lease_seconds: float, done_seconds: float,  # type: ignore[no-untyped-def]
+    def __init__(self, client: Any, owner: str, lease_seconds: float, done_seconds: float,
                  prefix: str = "ragpulse:scored:") -> None:  # fmt: skip
         self._client = client
         self._owner = owner

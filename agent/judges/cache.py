@@ -16,7 +16,7 @@ import asyncio
 import hashlib
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Protocol, TypeVar
+from typing import Protocol, TypeVar, cast
 
 from agent.judges.base import (
     ASSESS_CHUNKS,
@@ -183,7 +183,7 @@ class CachedJudge:
         """Run `answer` once for concurrent callers asking the same question."""
         pending = self._in_flight.get(key)
         if pending is not None:
-            return await asyncio.shield(pending)  # type: ignore[return-value]
+            return cast("T", await asyncio.shield(pending))
         future: asyncio.Future[object] = asyncio.get_running_loop().create_future()
         self._in_flight[key] = future
         try:

@@ -35,7 +35,6 @@ def redis_client(url: str, *, socket_timeout: float = 1.0, max_connections: int 
     from redis.asyncio.cluster import ClusterNode, RedisCluster
     from redis.asyncio.sentinel import Sentinel
 
-    timeouts = {"socket_timeout": socket_timeout, "socket_connect_timeout": socket_timeout}
     parts = urlsplit(url)
     if parts.scheme == "redis+sentinel":
         hosts = [_host_port(h, 26379) for h in parts.netloc.rpartition("@")[2].split(",")]
@@ -44,15 +43,32 @@ def redis_client(url: str, *, socket_timeout: float = 1.0, max_connections: int 
             raise ValueError(f"{url!r}: a sentinel URL names the service: redis+sentinel://host:port/service")
         password = unquote(parts.password) if parts.password else None
         db = int(path[1]) if len(path) > 1 else 0
-        sentinel = Sentinel(hosts, sentinel_kwargs=timeouts, password=password, db=db, **timeouts)
+        timeouts = {"socket_timeout": socket_timeout, "socket_connect_timeout": socket_timeout}
+        sentinel = Sentinel(
+            hosts,
+            sentinel_kwargs=timeouts,
+            password=password,
+            db=db,
+            socket_timeout=socket_timeout,
+            socket_connect_timeout=socket_timeout,
+        )
         return sentinel.master_for(path[0])
     if parts.scheme == "redis+cluster":
         nodes = [ClusterNode(*_host_port(h, 6379)) for h in parts.netloc.rpartition("@")[2].split(",")]
         password = unquote(parts.password) if parts.password else None
-        return RedisCluster(startup_nodes=nodes, password=password, **timeouts)
+        return RedisCluster(
+            startup_nodes=nodes,
+            password=password,
+            socket_timeout=socket_timeout,
+            socket_connect_timeout=socket_timeout,
+        )
     if parts.scheme in ("redis", "rediss", "unix"):
         pool = BlockingConnectionPool.from_url(
-            url, max_connections=max_connections, timeout=socket_timeout, **timeouts
+            url,
+            max_connections=max_connections,
+            timeout=socket_timeout,
+            socket_timeout=socket_timeout,
+            socket_connect_timeout=socket_timeout,
         )
         return Redis.from_pool(pool)  # the client owns the pool and closes it
     raise ValueError(f"unsupported Redis URL scheme {parts.scheme!r} in {url!r}")

@@ -113,8 +113,9 @@ class KafkaSource:
 
     async def start(self, intake: Intake) -> None:
         self._intake = intake
-        self._consumer = await asyncio.to_thread(KafkaConsumer, **self._config.consumer_options())
-        self._consumer.subscribe([self._config.topic], listener=_Rebalance(self))
+        consumer = await asyncio.to_thread(KafkaConsumer, **self._config.consumer_options())
+        consumer.subscribe([self._config.topic], listener=_Rebalance(self))
+        self._consumer = consumer
         self._connected = True
         self._task = asyncio.create_task(self._run(), name="kafka-source")
         log.info(

@@ -120,10 +120,10 @@ class OpenLLMetry:
                 user_id=user_id,
             )
         if span.events and any(event.name == _RESULT_EVENT for event in span.events):
-            query = attributes.get("db.query.text") or attributes.get("db.statement")
+            db_query = attributes.get("db.query.text") or attributes.get("db.statement")
             return SpanParts(
                 Role.RETRIEVER,
-                query=query if isinstance(query, str) else None,
+                query=db_query if isinstance(db_query, str) else None,
                 chunks=_result_events(span),
                 session_id=session_id,
                 user_id=user_id,
