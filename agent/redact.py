@@ -237,7 +237,7 @@ class Redactor:
 
     def _allowed_values(self, allow: Sequence[str]) -> frozenset[str]:
         # The normalised forms of allowed values, so "+44 20 7946 0958" also allows "020 7946 0958".
-        normalised = set()
+        normalised: set[str] = set()
         for value in allow:
             for detect in self._detectors:
                 normalised.update(f.value.casefold() for f in detect(value))

@@ -98,7 +98,7 @@ def install_log_masking(secrets: Iterable[str | None] = ()) -> None:
     previous = logging.getLogRecordFactory()
 
     def factory(*args: object, **kwargs: object) -> logging.LogRecord:
-        record = previous(*args, **kwargs)  # type: ignore[arg-type]
+        record = previous(*args, **kwargs)
         _mask_record(record)
         return record
 

@@ -24,21 +24,20 @@ import secrets
 import ssl
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 from aiohttp import web
+from aiohttp.typedefs import Handler, Middleware
 
 from agent.config import ConfigError, Settings
 from agent.secrets import MASKER
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-Middleware = Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]
 Refused = Callable[[], None]
 
 _REFUSAL_LOG_INTERVAL = 10.0
