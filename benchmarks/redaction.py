@@ -52,7 +52,7 @@ def interaction(n: int, pii: bool) -> list[str]:
         query += " " + PII[0].format(n=n)
         chunks[1] = chunks[1][:600] + " " + PII[1].format(n=n, m=n % 250 + 1)
         chunks[3] = chunks[3][:600] + " " + PII[2].format(n=n)
-        response += " Write to jane.doe{n}@example.com.".format(n=n)
+        response += f" Write to jane.doe{n}@example.com."
     return [query, response, *chunks]
 
 
@@ -70,7 +70,9 @@ def measure(redactor: Redactor, count: int, pii: bool) -> tuple[float, float, in
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--interactions", type=int, default=2000)
     args = parser.parse_args()
     redactor = Redactor()
