@@ -115,3 +115,17 @@ def test_prompt_loggers_stay_quiet_at_debug_unless_log_prompts(masker: None) -> 
     finally:
         for name, level in saved.items():
             logging.getLogger(name).setLevel(level)
+
+
+def test_results_topic_messages_never_carry_a_secret(masker: None) -> None:
+    from agent.exporters.kafka_results import evaluation_request
+    from agent.model import Chunk, MetricResult, RagInteraction
+
+    install_log_masking([API_KEY])
+    interaction = RagInteraction("ab" * 16, "cd" * 8, "q", (Chunk("c"),), "r", "s", "r")
+    failed = MetricResult.error(
+        "faithfulness", f"judge call failed permanently: HTTP 401: Incorrect API key provided: {API_KEY}"
+    )
+    message = evaluation_request(interaction, [failed], include_text=True).SerializeToString()
+    assert API_KEY.encode() not in message
+    assert b"Incorrect API key provided: ***" in message
