@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from agent.throttled_log import ThrottledLog
+
 log = logging.getLogger(__name__)
 
 
@@ -99,8 +101,11 @@ class BudgetController:
         interval: float = 5.0,
         min_factor: float = 0.001,
         clock: Callable[[], float] = time.time,
+        exhausted: Callable[[bool], object] | None = None,
     ) -> None:
         self._ledger = ledger
+        # Told True while the budget throttles sampling (ragpulse_judge_budget_exhausted).
+        self._exhausted = exhausted
         self._calls_per_minute = calls_per_minute
         self._usd_per_minute = usd_per_hour / 60.0 if usd_per_hour is not None else None
         self._interval = interval
@@ -110,6 +115,7 @@ class BudgetController:
         self._factor = 1.0
         self._recorded = meter.total()
         self._task: asyncio.Task[None] | None = None
+        self._log = ThrottledLog(log, 60.0)
 
     @property
     def enabled(self) -> bool:
@@ -129,7 +135,9 @@ class BudgetController:
             self._recorded = total
             previous, current = await self._ledger.read((minute - 1, minute))
         except Exception as exc:  # the budget store is down: keep the last factor; spend is kept too
-            log.warning("budget ledger unavailable, keeping sample factor %.3f: %s", self._factor, exc)
+            self._log.warning(
+                "ledger", "budget ledger unavailable, keeping sample factor %.3f: %s", self._factor, exc
+            )
             return self._factor
         # Sliding one-minute window: the current bucket plus the unexpired part of the previous one.
         elapsed = (now % 60) / 60.0
@@ -148,6 +156,8 @@ class BudgetController:
         else:
             target = self._factor * 2.0
         self._factor = min(1.0, max(self._min_factor, target))
+        if self._exhausted is not None:
+            self._exhausted(pressure >= 1.0 or self._factor < 1.0)
         return self._factor
 
     async def start(self) -> None:

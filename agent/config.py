@@ -191,6 +191,22 @@ class Settings(BaseModel):
     drift_threshold: float = Field(12.0, gt=0, description="CUSUM alarm threshold, in baseline sd.")
     drift_alpha: float = Field(1e-5, gt=0, lt=1, description="p-value the window test must reach.")
     drift_max_series: int = Field(2000, gt=0, description="Series tracked for drift (LRU beyond).")
+    # Delivery under faults (docs/guarantees.md).
+    judge_self_check: bool = Field(
+        True, description="At start, one small call to an LLM judge; a failure is logged clearly."
+    )
+    judge_defer_max_attempts: int = Field(
+        5,
+        gt=0,
+        description="Retryable judge failures of one interaction, while the judge answers others, "
+        "before it is recorded as an error instead of retried.",
+    )
+    sample_keep_max_per_minute: float | None = Field(
+        600.0,
+        gt=0,
+        description="Interactions per minute (per replica) that keep rules may force past the rate "
+        "and the budget; beyond it they are sampled like the rest. Unset = no cap.",
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
     # -- Security (docs/security.md) -------------------------------------------------------------

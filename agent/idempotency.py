@@ -2,9 +2,11 @@
 
 Redelivery after a crash and overlap after a rebalance are normal under at-least-once delivery.
 Before evaluating, a worker claims the interaction id with a lease (SET NX with a TTL, in Redis
-so that all replicas see it); after exporting the scores it marks the id done for a long TTL.
-A claim held by another replica is BUSY: the worker waits and retries, so an interaction claimed
-by a replica that then died is picked up when its lease runs out.
+so that all replicas see it) under a token unique to that attempt; after exporting the scores it
+marks the id done for a long TTL. A claim held by any other token is BUSY, including one held by
+another attempt in the same replica (a duplicate that arrives while the first copy is still being
+evaluated); the worker waits and retries. The holder renews its lease while it works, so a long
+evaluation keeps its claim, and a claim whose holder died is picked up when its lease runs out.
 """
 
 from __future__ import annotations
@@ -18,21 +20,31 @@ from typing import Any, Protocol
 class Claim(StrEnum):
     CLAIMED = "claimed"  # ours to evaluate
     DONE = "done"  # already scored: skip
-    BUSY = "busy"  # another replica holds the lease: retry later
+    BUSY = "busy"  # another attempt holds the lease: retry later
 
 
 class IdempotencyStore(Protocol):
-    async def claim(self, interaction_id: str) -> Claim: ...
+    """Claims, leases and done marks of interaction ids, shared by every replica that scores."""
 
-    async def complete(self, interaction_id: str) -> None: ...
+    async def claim(self, interaction_id: str, token: str) -> Claim:
+        """Take the id for the attempt `token` unless it is done or held by another token."""
+        ...
 
-    async def release(self, interaction_id: str) -> None:
-        """Give up a claim without scoring (e.g. shutdown), so another replica can take it now."""
+    async def renew(self, interaction_id: str, token: str) -> bool:
+        """Extend the lease held by `token`; False when it is no longer held by it."""
+        ...
+
+    async def complete(self, interaction_id: str) -> None:
+        """Mark the id scored for the done TTL."""
+        ...
+
+    async def release(self, interaction_id: str, token: str) -> None:
+        """Give up a claim without scoring (deferral, shutdown), so another attempt can take it now."""
         ...
 
 
 class MemoryIdempotency:
-    """Per-process store for the embedded default (one replica, so no lease contention)."""
+    """Per-process store for the embedded default (one replica)."""
 
     def __init__(self, owner: str, lease_seconds: float, done_seconds: float, max_entries: int = 200_000,
                  clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
@@ -43,31 +55,38 @@ class MemoryIdempotency:
         self._clock = clock
         self._entries: dict[str, tuple[str, float]] = {}
 
-    async def claim(self, interaction_id: str) -> Claim:
+    async def claim(self, interaction_id: str, token: str) -> Claim:
         now = self._clock()
         entry = self._entries.get(interaction_id)
         if entry is not None and entry[1] > now:
             if entry[0] == "done":
                 return Claim.DONE
-            if entry[0] != self._owner:
+            if entry[0] != token:
                 return Claim.BUSY
         if len(self._entries) >= self._max_entries:
             self._entries = {k: v for k, v in self._entries.items() if v[1] > now}
             while len(self._entries) >= self._max_entries:
                 self._entries.pop(next(iter(self._entries)))
-        self._entries[interaction_id] = (self._owner, now + self._lease)
+        self._entries[interaction_id] = (token, now + self._lease)
         return Claim.CLAIMED
+
+    async def renew(self, interaction_id: str, token: str) -> bool:
+        entry = self._entries.get(interaction_id)
+        if entry is None or entry[0] != token:
+            return False
+        self._entries[interaction_id] = (token, self._clock() + self._lease)
+        return True
 
     async def complete(self, interaction_id: str) -> None:
         self._entries[interaction_id] = ("done", self._clock() + self._done)
 
-    async def release(self, interaction_id: str) -> None:
+    async def release(self, interaction_id: str, token: str) -> None:
         entry = self._entries.get(interaction_id)
-        if entry is not None and entry[0] == self._owner:
+        if entry is not None and entry[0] == token:
             del self._entries[interaction_id]
 
 
-# GET; if absent SET owner with lease; if ours, extend; report done / busy otherwise.
+# Take the key when absent; report done, or busy when another token holds it.
 _CLAIM = """
 local value = redis.call('GET', KEYS[1])
 if not value or value == ARGV[1] then
@@ -76,6 +95,10 @@ if not value or value == ARGV[1] then
 end
 if value == 'done' then return 'done' end
 return 'busy'
+"""
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0
 """
 _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
@@ -92,14 +115,18 @@ class RedisIdempotency:
         self._done_ms = int(done_seconds * 1000)
         self._prefix = prefix
         self._claim = client.register_script(_CLAIM)
+        self._renew = client.register_script(_RENEW)
         self._release = client.register_script(_RELEASE)
 
-    async def claim(self, interaction_id: str) -> Claim:
-        result = await self._claim(keys=[self._prefix + interaction_id], args=[self._owner, self._lease_ms])
+    async def claim(self, interaction_id: str, token: str) -> Claim:
+        result = await self._claim(keys=[self._prefix + interaction_id], args=[token, self._lease_ms])
         return Claim(result.decode() if isinstance(result, bytes) else result)
+
+    async def renew(self, interaction_id: str, token: str) -> bool:
+        return bool(await self._renew(keys=[self._prefix + interaction_id], args=[token, self._lease_ms]))
 
     async def complete(self, interaction_id: str) -> None:
         await self._client.set(self._prefix + interaction_id, "done", px=self._done_ms)
 
-    async def release(self, interaction_id: str) -> None:
-        await self._release(keys=[self._prefix + interaction_id], args=[self._owner])
+    async def release(self, interaction_id: str, token: str) -> None:
+        await self._release(keys=[self._prefix + interaction_id], args=[token])

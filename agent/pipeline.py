@@ -8,13 +8,13 @@ pool of asyncio workers evaluates the sampled interactions so that intake never 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import socket
 import time
 import uuid
-from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,15 +23,16 @@ from prometheus_client import CollectorRegistry
 from agent.aggregate import DriftAggregator
 from agent.budget import BudgetController, MemoryLedger, RedisLedger, SpendLedger
 from agent.config import Settings
+from agent.delivery import Claims, Delivery, Job, JudgeGate, Retry, WorkLedger
 from agent.drift import DriftConfig
 from agent.evaluate import Evaluator
 from agent.exporters.base import Exporter
 from agent.exporters.prometheus import MetricsServer, PrometheusExporter
-from agent.idempotency import Claim, IdempotencyStore, MemoryIdempotency, RedisIdempotency
+from agent.idempotency import IdempotencyStore, MemoryIdempotency, RedisIdempotency
 from agent.judges.factory import build_judge
 from agent.labels import LabelLimiter
 from agent.metrics import METRICS
-from agent.model import RagInteraction
+from agent.model import MetricResult, RagInteraction
 from agent.otlp import mark_own_telemetry
 from agent.otlp.assemble import Assembler, Assembly, Labeller, TraceAssembler
 from agent.otlp.conventions.genai import GenAI
@@ -39,12 +40,13 @@ from agent.otlp.conventions.manual import Manual
 from agent.otlp.conventions.openinference import OpenInference
 from agent.otlp.conventions.openllmetry import OpenLLMetry
 from agent.otlp.decode import DecodedRequest
-from agent.sampling import KeepRule, RateTable, RuleSampler, Sampler
+from agent.sampling import THROTTLED_REASONS, KeepRule, RateTable, RuleSampler, Sampler
 from agent.sources.base import Source
 from agent.sources.otlp_http import SOURCE as SOURCE_OTLP_HTTP
 from agent.sources.otlp_http import OtlpHttpSource
 from agent.sources.security import EndpointSecurity, load_web_config, otlp_security
 from agent.telemetry import Telemetry
+from agent.throttled_log import ThrottledLog
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +55,11 @@ _EXPIRY_TICKS_PER_WAIT = 10  # the assembler's wait is overrun by at most a tent
 
 
 class Pipeline:
-    """Intake (synchronous, on the event loop) and the evaluation worker pool."""
+    """Intake (synchronous, on the event loop) and the evaluation worker pool.
+
+    What is promised about each interaction (claimed once, deferred while the judge is away,
+    committed only when finished) lives in agent/delivery.py; this class wires the stages.
+    """
 
     def __init__(
         self,
@@ -68,11 +74,12 @@ class Pipeline:
         idempotency: IdempotencyStore,
         busy_retry_seconds: float = 1.0,
         assembly_wait_seconds: float = 30.0,
+        lease_seconds: float = 60.0,
+        done_seconds: float = 3600.0,
+        owner: str = "ragpulse",
+        gate: JudgeGate | None = None,
+        max_deferrals: int = 5,
     ) -> None:
-        self._idempotency = idempotency
-        self._busy_retry_seconds = busy_retry_seconds
-        self._idle = asyncio.Event()
-        self._idle.set()
         self._assembler = assembler
         self._sampler = sampler
         self._evaluator = evaluator
@@ -80,16 +87,29 @@ class Pipeline:
         self._telemetry = telemetry
         self._max_pending = max_pending
         self._concurrency = concurrency
-        self._queue: asyncio.Queue[tuple[int, RagInteraction]] = asyncio.Queue()
-        # Request sequence numbers of interactions queued or under evaluation, with counts.
-        self._in_flight: Counter[int] = Counter()
-        self._pending = 0  # sum of _in_flight's counts
-        self._next_sequence = 0
-        self._watermark = 0
+        self._queue: asyncio.Queue[Job] = asyncio.Queue()
+        self._ledger = WorkLedger()
+        self.gate = gate or JudgeGate()
+        self._claims = Claims(
+            idempotency,
+            owner,
+            lease_seconds=lease_seconds,
+            done_seconds=done_seconds,
+            errors=telemetry.idempotency_errors.inc,
+        )
+        self._delivery = Delivery(
+            self._claims,
+            self.gate,
+            _Counters(telemetry),
+            busy_retry_seconds=busy_retry_seconds,
+            max_deferrals=max_deferrals,
+        )
         self._workers: list[asyncio.Task[None]] = []
         self._expiry: asyncio.Task[None] | None = None
         self._expiry_interval = min(1.0, assembly_wait_seconds / _EXPIRY_TICKS_PER_WAIT)
-        self._last_dead_letter_log: dict[str, float] = {}
+        self._dead_letters = ThrottledLog(log, _DEAD_LETTER_LOG_INTERVAL)
+        self._export_failures = ThrottledLog(log, _DEAD_LETTER_LOG_INTERVAL)
+        self._paused: str | None = None
 
     # -- Intake ---------------------------------------------------------------------------------
 
@@ -97,14 +117,25 @@ class Pipeline:
         return self.pause_reason() is None
 
     def pause_reason(self) -> str | None:
-        return "queue_full" if self._pending >= self._max_pending else None
+        if self.gate.failing:
+            reason: str | None = "judge_unavailable"
+        elif self._ledger.pending >= self._max_pending:
+            reason = "queue_full"
+        else:
+            reason = None
+        if reason != self._paused:
+            if self._paused is not None:
+                self._telemetry.intake_paused.labels(self._paused).set(0)
+            if reason is not None:
+                self._telemetry.intake_paused.labels(reason).set(1)
+            self._paused = reason
+        return reason
 
     def retry_after_seconds(self) -> float:
-        return 1.0
+        return self.gate.retry_after()
 
     def accept(self, request: DecodedRequest, source: str) -> int:
-        sequence = self._next_sequence
-        self._next_sequence += 1
+        sequence = self._ledger.begin()
         telemetry = self._telemetry
         received = len(request.spans) + len(request.rejected)
         if received:
@@ -115,24 +146,15 @@ class Pipeline:
         return sequence
 
     def low_watermark(self) -> int:
-        return self._watermark
+        return self._ledger.watermark
 
     def dead_letter(self, reason: str, detail: str, count: int = 1) -> None:
         self._telemetry.dead_letters.labels(reason).inc(count)
-        now = time.monotonic()
-        if now - self._last_dead_letter_log.get(reason, float("-inf")) >= _DEAD_LETTER_LOG_INTERVAL:
-            self._last_dead_letter_log[reason] = now
-            log.warning("dead letter (%s): %s", reason, detail)
+        self._dead_letters.warning(reason, "dead letter (%s): %s", reason, detail)
 
     def _publish_watermark(self) -> None:
         # Recomputed on the event loop after every change and read as one int from any thread.
-        pending = [self._next_sequence]
-        if self._in_flight:
-            pending.append(min(self._in_flight))
-        buffered = self._assembler.oldest_pending()
-        if buffered is not None:
-            pending.append(buffered)
-        self._watermark = min(pending)
+        self._ledger.publish(self._assembler.oldest_pending())
 
     def _take(self, assembly: Assembly) -> None:
         telemetry = self._telemetry
@@ -148,14 +170,15 @@ class Pipeline:
             labels = (interaction.service, interaction.route)
             telemetry.interactions.labels(*labels).inc()
             telemetry.sample_ratio.labels(interaction.service).set(self._sampler.ratio(interaction.service))
-            if self._sampler.decide(interaction).keep:
+            decision = self._sampler.decide(interaction)
+            if decision.keep:
                 telemetry.interactions_sampled.labels(*labels).inc()
                 # The queue is unbounded on purpose: admission control happens per request in
                 # accepting(), so a request that was accepted is never half-enqueued.
-                self._queue.put_nowait((origin, interaction))
-                self._in_flight[origin] += 1
-                self._pending += 1
-                self._idle.clear()
+                self._queue.put_nowait(Job(origin, interaction))
+                self._ledger.add(origin)
+            elif decision.reason in THROTTLED_REASONS:
+                telemetry.interactions_rejected.inc()
         telemetry.queue_depth.set(self._queue.qsize())
         self._publish_watermark()
 
@@ -164,6 +187,7 @@ class Pipeline:
     async def start(self) -> None:
         for exporter in self._exporters:
             await exporter.start()
+        await self._claims.start()
         self._workers = [
             asyncio.create_task(self._work(), name=f"evaluate-{i}") for i in range(self._concurrency)
         ]
@@ -175,95 +199,97 @@ class Pipeline:
             await asyncio.sleep(self._expiry_interval)
             try:
                 self._take(self._assembler.expire(time.monotonic()))
+                self._telemetry.oldest_unfinished.set(self._ledger.oldest_age())
+                self.pause_reason()  # keeps ragpulse_intake_paused current when no source asks
             except Exception:  # stage boundary: log and keep ticking
                 log.exception("assembly expiry failed")
 
     async def _work(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
-            item = await self._queue.get()
+            job = await self._queue.get()
             self._telemetry.queue_depth.set(self._queue.qsize())
-            origin, interaction = item
-            if await self._process(interaction):
-                self._finish(origin)
+            try:
+                retry = await self._delivery.deliver(job, self._evaluator.assess, self._export)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # stage boundary: a bug must not kill the worker or lose the job
+                log.exception("delivery of %s failed; retrying it", job.interaction.interaction_id)
+                retry = Retry(self._delivery.busy_retry_seconds)
+            self.pause_reason()  # keeps ragpulse_intake_paused in step with the judge gate
+            if retry is None:
+                self._finish(job.origin)
+            elif retry.delay <= 0:
+                self._queue.put_nowait(job)
             else:
                 # Another replica holds the claim, or an export failed: try again a little later.
-                loop.call_later(self._busy_retry_seconds, self._queue.put_nowait, item)
+                loop.call_later(retry.delay, self._queue.put_nowait, job)
 
-    async def _process(self, interaction: RagInteraction) -> bool:
-        """Evaluate and export once; False when the interaction must be retried later."""
-        claim = await self._claim(interaction)
-        if claim is Claim.DONE:
-            self._telemetry.duplicates.inc()
-            return True
-        if claim is Claim.BUSY:
-            return False
-        try:
-            results = await self._evaluator.evaluate(interaction)
-        except Exception:  # stage boundary: a bug must not kill the worker; count and move on
-            log.exception("evaluation of %s failed", interaction.interaction_id)
-            results = []
+    async def _export(self, interaction: RagInteraction, results: Sequence[MetricResult]) -> bool:
+        """Export to every exporter; False (retry later) when one fails."""
         # Durable exporters come first: when one fails, the interaction is retried later and the
         # in-process ones (Prometheus, drift) have not counted it yet.
         for exporter in self._exporters:
             try:
                 await exporter.export(interaction, results)
             except Exception as exc:
-                self._telemetry.export_failures.labels(type(exporter).__name__).inc()
-                log.warning("export of %s failed, will retry: %s", interaction.interaction_id, exc)
-                await self._release(interaction)
+                name = type(exporter).__name__
+                self._telemetry.export_failures.labels(name).inc()
+                self._export_failures.warning(
+                    name, "export of %s by %s failed, will retry: %s", interaction.interaction_id, name, exc
+                )
                 return False
-        try:
-            await self._idempotency.complete(interaction.interaction_id)
-        except Exception as exc:
-            self._telemetry.idempotency_errors.inc()
-            log.warning("cannot mark %s scored: %s", interaction.interaction_id, exc)
         return True
 
-    async def _release(self, interaction: RagInteraction) -> None:
-        try:
-            await self._idempotency.release(interaction.interaction_id)
-        except Exception as exc:
-            self._telemetry.idempotency_errors.inc()
-            log.warning("cannot release claim on %s: %s", interaction.interaction_id, exc)
-
-    async def _claim(self, interaction: RagInteraction) -> Claim:
-        try:
-            return await self._idempotency.claim(interaction.interaction_id)
-        except Exception as exc:
-            # Without the store a duplicate may be scored twice; losing the score would be worse.
-            self._telemetry.idempotency_errors.inc()
-            log.warning("idempotency store unavailable, evaluating anyway: %s", exc)
-            return Claim.CLAIMED
-
     def _finish(self, origin: int) -> None:
-        self._pending -= 1
-        self._in_flight[origin] -= 1
-        if not self._in_flight[origin]:
-            del self._in_flight[origin]
-        if not self._in_flight:
-            self._idle.set()
+        self._ledger.finish(origin)
+        if not self._ledger.pending:
+            self.gate.nothing_waiting()
         self._publish_watermark()
 
-    async def shutdown(self, timeout: float) -> None:
-        """Flush the assembler, finish queued evaluations within `timeout`, then stop workers."""
+    async def shutdown(self, timeout: float, *, flush_incomplete: bool = True) -> None:
+        """Finish queued evaluations within `timeout`, hand back the rest, stop workers.
+
+        With `flush_incomplete` (sources that cannot redeliver, e.g. OTLP/HTTP) the traces still
+        buffered are assembled from what arrived and evaluated; without it (Kafka) they stay
+        buffered, so the watermark keeps their messages uncommitted for the next owner.
+        """
         if self._expiry is not None:
             self._expiry.cancel()
             await asyncio.gather(self._expiry, return_exceptions=True)
-        self._take(self._assembler.flush())
+        if flush_incomplete:
+            self._take(self._assembler.flush())
+        if self.gate.failing:
+            timeout = 0.0  # the judge is away: hand the work back now rather than wait for it
         try:
-            await asyncio.wait_for(self._idle.wait(), timeout)
+            await asyncio.wait_for(self._ledger.idle.wait(), timeout)
         except TimeoutError:
             log.warning(
-                "shutdown: %d interaction(s) left unevaluated after %.1fs; they stay uncommitted",
-                self._pending,
+                "shutdown: %d interaction(s) left unevaluated after %.1fs; they stay uncommitted and "
+                "their claims are handed back",
+                self._ledger.pending,
                 timeout,
             )
         for worker in self._workers:
             worker.cancel()
         await asyncio.gather(*self._workers, return_exceptions=True)
+        await self._claims.shutdown()
+        self._publish_watermark()
         for exporter in self._exporters:
             await exporter.shutdown(timeout)
+
+
+class _Counters:
+    """Delivery's counters, on the agent's telemetry."""
+
+    def __init__(self, telemetry: Telemetry) -> None:
+        self._telemetry = telemetry
+
+    def duplicate(self) -> None:
+        self._telemetry.duplicates.inc()
+
+    def deferred(self, reason: str) -> None:
+        self._telemetry.evaluations_deferred.labels(reason).inc()
 
 
 @dataclass
@@ -277,6 +303,9 @@ class Agent:
     budget: BudgetController
     metrics_server: MetricsServer
     redis: Any = None  # the one redis.asyncio client (verdict cache, idempotency keys, budget), if configured
+    # A start-up call that reports a misconfigured LLM judge by a clear log line (None: no check).
+    self_check: Callable[[], Coroutine[Any, Any, object]] | None = None
+    _self_check_task: asyncio.Task[object] | None = None
 
     async def start(self) -> None:
         mark_own_telemetry()  # any OpenTelemetry SDK set up in this process tags its spans as ours
@@ -284,11 +313,20 @@ class Agent:
         await self.budget.start()
         await self.pipeline.start()
         await self.source.start(self.pipeline)
+        if self.self_check is not None:
+            # In the background: a slow judge must not hold up intake or readiness.
+            self._self_check_task = asyncio.create_task(self.self_check(), name="judge-self-check")
 
     async def shutdown(self) -> None:
+        """Stop intake, finish or hand back evaluations, then commit only what is finished."""
         timeout = self.settings.shutdown_timeout_seconds
+        if self._self_check_task is not None:
+            self._self_check_task.cancel()
+            await asyncio.gather(self._self_check_task, return_exceptions=True)
         await self.source.stop()
-        await self.pipeline.shutdown(timeout)
+        # A Kafka source redelivers what is left uncommitted, so incomplete traces stay buffered
+        # (uncommitted) for the partition's next owner instead of being assembled half-read.
+        await self.pipeline.shutdown(timeout, flush_incomplete=self.settings.source != "kafka")
         await self.source.shutdown(timeout)
         await self.budget.shutdown(timeout)
         await self.metrics_server.shutdown(timeout)
@@ -390,9 +428,15 @@ def build_agent(settings: Settings, registry: CollectorRegistry | None = None) -
         telemetry,
         calls_per_minute=settings.budget_calls_per_minute,
         usd_per_hour=settings.budget_usd_per_hour,
+        exhausted=telemetry.budget_exhausted.set,
     )
     keep_rules = [KeepRule.parse(rule) for rule in settings.sample_keep_rules]
-    sampler = RuleSampler(RateTable.parse(settings.sample_rate, settings.sample_rates), keep_rules, budget)
+    sampler = RuleSampler(
+        RateTable.parse(settings.sample_rate, settings.sample_rates),
+        keep_rules,
+        budget,
+        keep_per_minute=settings.sample_keep_max_per_minute,
+    )
     labeller = Labeller(
         settings.route_attributes,
         limit_service=LabelLimiter(settings.max_label_values),
@@ -417,9 +461,14 @@ def build_agent(settings: Settings, registry: CollectorRegistry | None = None) -
         concurrency=settings.eval_concurrency,
         idempotency=idempotency,
         assembly_wait_seconds=settings.assembly_wait_seconds,
+        lease_seconds=settings.idempotency_lease_seconds,
+        done_seconds=settings.idempotency_ttl_seconds,
+        owner=owner,
+        max_deferrals=settings.judge_defer_max_attempts,
     )
     source = build_source(settings, telemetry)
-    readiness = {"source": source.ready, "judge": judge.healthy}
+    gate = pipeline.gate
+    readiness = {"source": source.ready, "judge": lambda: judge.healthy() and not gate.failing}
     metrics_security = EndpointSecurity()
     if settings.metrics_web_config_file:
         refused = telemetry.requests_refused.labels("metrics", "unauthorized").inc
@@ -427,4 +476,9 @@ def build_agent(settings: Settings, registry: CollectorRegistry | None = None) -
     metrics_server = MetricsServer(
         telemetry.registry, *settings.metrics_address, checks=readiness, security=metrics_security
     )
-    return Agent(settings, telemetry, source, pipeline, budget, metrics_server, redis)
+    self_check: Callable[[], Coroutine[Any, Any, object]] | None = None
+    if settings.judge_self_check and not settings.judge_is_local:
+        from agent.judges.llm import self_check as check_judge
+
+        self_check = functools.partial(check_judge, judge, settings.judge_api_base or "")
+    return Agent(settings, telemetry, source, pipeline, budget, metrics_server, redis, self_check)

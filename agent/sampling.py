@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import operator
 import re
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -151,20 +152,68 @@ class FullBudget:
         return 1.0
 
 
+# Reason of a decision that dropped an interaction the base rate would have kept: the judge budget
+# lowered the rate (counted in ragpulse_interactions_rejected_total).
+BUDGET_REASON = "budget"
+# A keep rule matched but its cap was reached, and the rate did not keep it either.
+KEEP_CAP_REASON = "keep_cap"
+THROTTLED_REASONS = frozenset({BUDGET_REASON, KEEP_CAP_REASON})
+
+
+class KeepCap:
+    """A token bucket: at most `per_minute` keep-rule decisions per minute, bursts up to that."""
+
+    def __init__(self, per_minute: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self._rate = per_minute / 60.0
+        self._capacity = per_minute
+        self._tokens = per_minute
+        self._clock = clock
+        self._last = clock()
+
+    def take(self) -> bool:
+        now = self._clock()
+        self._tokens = min(self._capacity, self._tokens + (now - self._last) * self._rate)
+        self._last = now
+        if self._tokens >= 1.0:
+            self._tokens -= 1.0
+            return True
+        return False
+
+
 class RuleSampler:
+    """Keep rules first (within their own cap), then the rate scaled by the judge budget."""
+
     def __init__(
-        self, rates: RateTable, keep_rules: Sequence[KeepRule] = (), budget: BudgetFactor | None = None
+        self,
+        rates: RateTable,
+        keep_rules: Sequence[KeepRule] = (),
+        budget: BudgetFactor | None = None,
+        *,
+        keep_per_minute: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._rates = rates
         self._keep_rules = tuple(keep_rules)
         self._budget = budget or FullBudget()
+        # Keep rules bypass the budget; their own cap stops a flood of matches (e.g. an outage that
+        # makes every answer fail `feedback.score < 0`) from spending without limit.
+        self._keep_cap = KeepCap(keep_per_minute, clock) if keep_per_minute is not None else None
 
     def decide(self, interaction: RagInteraction) -> SamplingDecision:
+        capped = False
         for rule in self._keep_rules:
             if rule.matches(interaction.attributes):
-                return SamplingDecision(True, f"rule: {rule.text}")
-        rate = self._rates.rate(interaction.service, interaction.route) * self._budget.factor()
-        return SamplingDecision(trace_fraction(interaction.trace_id) < rate, "rate")
+                if self._keep_cap is None or self._keep_cap.take():
+                    return SamplingDecision(True, f"rule: {rule.text}")
+                capped = True  # over the keep cap: sampled like any other interaction
+                break
+        base = self._rates.rate(interaction.service, interaction.route)
+        point = trace_fraction(interaction.trace_id)
+        if point < base * self._budget.factor():
+            return SamplingDecision(True, "rate")
+        if capped:
+            return SamplingDecision(False, KEEP_CAP_REASON)
+        return SamplingDecision(False, BUDGET_REASON if point < base else "rate")
 
     def ratio(self, service: str) -> float:
         return self._rates.by_service.get(service, self._rates.default) * self._budget.factor()

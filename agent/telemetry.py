@@ -65,7 +65,8 @@ class Telemetry:
         )
         self.interactions_rejected = Counter(
             "ragpulse_interactions_rejected",
-            "Interactions refused because the evaluation queue was full (the sender retries).",
+            "Interactions the base sampling rate would judge that the judge budget turned away "
+            "(or keep-rule matches over their cap).",
             registry=registry,
         )
         self.sample_ratio = Gauge(
@@ -204,7 +205,9 @@ class Telemetry:
 
     # SpendMeter, for the judge budget
     def total(self) -> Spend:
-        return Spend(_sum_of_totals(self.judge_requests), _sum_of_totals(self.judge_cost))
+        # Refused calls (open breaker) reached no judge: they are not spend.
+        calls = _sum_of_totals(self.judge_requests) - _sum_of_totals(self.judge_requests, outcome="refused")
+        return Spend(calls, _sum_of_totals(self.judge_cost))
 
     # CacheStats, for CachedJudge
     def hits(self, n: int) -> None:
@@ -235,11 +238,11 @@ class Telemetry:
         self.judge_cache_errors.labels(operation).inc()
 
 
-def _sum_of_totals(counter: Counter) -> float:
-    """A counter's value summed over all its label sets."""
+def _sum_of_totals(counter: Counter, **labels: str) -> float:
+    """A counter's value summed over all its label sets (those matching `labels`)."""
     return sum(
         sample.value
         for metric in counter.collect()
         for sample in metric.samples
-        if sample.name.endswith("_total")
+        if sample.name.endswith("_total") and all(sample.labels.get(k) == v for k, v in labels.items())
     )

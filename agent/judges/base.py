@@ -35,11 +35,32 @@ QUESTION_KINDS = (ASSESS_CHUNKS, CHECK_RESPONSE, CHECK_REFERENCE, COMPARE_ANSWER
 
 
 class JudgeError(RuntimeError):
-    """The judge could not produce valid verdicts (timeout, HTTP error, invalid answer, open breaker)."""
+    """The judge could not produce valid verdicts (timeout, HTTP error, invalid answer, open breaker).
 
-    def __init__(self, message: str, *, retryable: bool = False) -> None:
+    `retryable` failures (open breaker, timeout, 5xx, 429, connection) say nothing about the
+    interaction: the pipeline defers it and tries again later instead of recording an error.
+    Permanent ones (auth, other 4xx, an invalid answer after repair) become `error` outcomes.
+    `reason` is a short bounded label (e.g. `rate_limited`, `timeout`, `server_error`,
+    `connection`, `breaker_open`, `auth`, `bad_request`, `invalid_answer`); `retry_after` is
+    how long the judge asked us to wait (a Retry-After header, an open breaker's cooldown).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retryable: bool = False,
+        reason: str | None = None,
+        retry_after: float | None = None,
+        refused: bool = False,
+    ) -> None:
         super().__init__(message)
         self.retryable = retryable
+        self.reason = reason or ("unavailable" if retryable else "failed")
+        self.retry_after = retry_after
+        # True when no call reached the judge (open breaker, a Retry-After still running): such
+        # failures cost nothing and are not counted as budget spend.
+        self.refused = refused
 
 
 @dataclass(frozen=True, slots=True)

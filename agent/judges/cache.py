@@ -252,33 +252,42 @@ class CachedJudge:
             assessed.append(ChunkAssessment(usefulness, verdict, statements, relevant))
         return assessed
 
-    async def prefetch(self, query: str, response: str, chunks: Sequence[str]) -> None:
+    async def prefetch(
+        self, query: str, response: str, chunks: Sequence[str]
+    ) -> tuple[list[ChunkAssessment], list[ClaimVerdict]] | None:
         """Answer assess_chunks and check_response for one interaction in one judge call, when the
-        judge can and the cache knows neither; the metrics then find every verdict cached.
+        judge can and the cache knows neither. Returns that answer (the caller hands it to the
+        metrics directly, so a cache that is down costs no second call), or None when the cache
+        already knows part of it and the metrics should ask for what is missing.
 
-        A judge failure here is left for the metrics' own calls to report as error outcomes.
+        A retryable judge failure is raised (the caller defers the interaction); a permanent one
+        returns None, leaving the metrics' own questions to report it.
         """
         if not chunks or not getattr(self._inner, "answers_together", False):
-            return
+            return None
         relevance_keys = [self._key(ASSESS_CHUNKS, "relevance", query, c) for c in chunks]
         useful_keys = [self._key(ASSESS_CHUNKS, "useful", query, response, c) for c in chunks]
         claims_key = self._key(CHECK_RESPONSE, query, response, *chunks)
         flight = self._key(ASSESS_INTERACTION, "flight", query, response, *chunks)
 
-        async def fill() -> None:
+        async def fill() -> tuple[list[ChunkAssessment], list[ClaimVerdict]] | None:
             found = await self._lookup([claims_key, *relevance_keys])
             if any(value is not None for value in found):
-                return  # partly known: the metrics ask only for what is missing
+                return None  # partly known: the metrics ask only for what is missing
             try:
                 assessed, claims = await self._inner.assess_interaction(query, response, chunks)  # type: ignore[attr-defined]
-            except JudgeError:
-                return
+            except JudgeError as exc:
+                if exc.retryable:
+                    raise
+                return None
+            self._count(len(chunks) + 1, len(chunks) + 1)
             to_store = {relevance_keys[i]: encode_relevance(a) for i, a in enumerate(assessed)}
             to_store |= {useful_keys[i]: encode_verdict(a.useful) for i, a in enumerate(assessed) if a.useful}
             to_store[claims_key] = encode_claims(claims)
             await self._cache.set_many(to_store)
+            return assessed, claims
 
-        await self._single_flight(flight, fill)
+        return await self._single_flight(flight, fill)
 
     async def _whole(
         self,

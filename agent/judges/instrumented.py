@@ -52,8 +52,9 @@ class InstrumentedJudge:
         started = time.perf_counter()
         try:
             result = await call
-        except JudgeError:
-            self._requests.labels(self.model, "error").inc()
+        except JudgeError as exc:
+            # A refused call (open breaker) reached no judge: not spend, not latency.
+            self._requests.labels(self.model, "refused" if exc.refused else "error").inc()
             raise
         finally:
             self._latency.observe(time.perf_counter() - started)

@@ -15,6 +15,7 @@ litellm is imported on first use only, so `import agent` and the local judge nev
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import logging
@@ -40,6 +41,7 @@ from agent.judges.base import (
 )
 from agent.judges.local import sentences
 from agent.model import Verdict
+from agent.throttled_log import ThrottledLog
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +56,10 @@ def load_litellm() -> Any:
 
     litellm.suppress_debug_info = True
     litellm.telemetry = False
+    # The OpenAI SDK (litellm's client for OpenAI-compatible judges) imports its resources on the
+    # first call, seconds of work on a busy machine: do it now, not on the running event loop.
+    with contextlib.suppress(ImportError):  # litellm without the OpenAI SDK: nothing to warm up
+        import openai.resources.chat  # noqa: F401
     return litellm
 
 
@@ -311,6 +317,12 @@ class CircuitBreaker:
             return True
         return False
 
+    def retry_after(self) -> float:
+        """Seconds until an open breaker lets a probe through (0 when closed or half-open)."""
+        if self._opened_at is None:
+            return 0.0
+        return max(0.0, self._cooldown - (self._clock() - self._opened_at))
+
     def release_probe(self) -> None:
         """The probe was cancelled before it could tell anything: let another one through."""
         self._probing = False
@@ -358,6 +370,31 @@ class Usage:
             self.cost_usd += cost_usd
 
 
+# -- Start-up self-check ---------------------------------------------------------------------------
+
+
+async def self_check(judge: Any, where: str = "") -> JudgeError | None:
+    """Ask one tiny question at start-up, so that a wrong model, api base or key is reported at
+    once by a clear log line instead of by every evaluation failing. The text is new each time, so
+    no cache answers for the judge. Returns the failure, if any."""
+    started = time.monotonic()
+    chunk = f"Paris is the capital of France (self-check {secrets.token_hex(4)})."
+    try:
+        await judge.assess_chunks("What is the capital of France?", None, [chunk])
+    except JudgeError as exc:
+        log.error(
+            "judge self-check failed: %s%s: %s (%s). Check RAGPULSE_JUDGE_MODEL, RAGPULSE_JUDGE_API_BASE "
+            "and RAGPULSE_JUDGE_API_KEY; RAGPULSE_JUDGE_SELF_CHECK=false skips this check",
+            judge.model,
+            f" at {where}" if where else "",
+            exc,
+            exc.reason,
+        )
+        return exc
+    log.info("judge self-check ok: %s answered in %.1fs", judge.model, time.monotonic() - started)
+    return None
+
+
 # -- The judge -----------------------------------------------------------------------------------
 
 
@@ -382,6 +419,61 @@ class LLMJudgeOptions:
 class _Retryable(Exception):
     """A transient failure (429, 5xx, timeout, connection): worth another attempt after a pause."""
 
+    def __init__(self, message: str, reason: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.retry_after = retry_after
+
+
+# Transient failures that say the judge service is down (and count towards the breaker); a 429
+# says it is up but busy: honour its Retry-After instead of opening the breaker.
+_OUTAGE_REASONS = frozenset({"server_error", "timeout", "connection"})
+_FAILURE_LOG_INTERVAL = 30.0
+
+
+def retry_after_seconds(exc: BaseException) -> float | None:
+    """The wait a failed call's response asked for (Retry-After / retry-after-ms), if any."""
+    headers: Any = getattr(exc, "litellm_response_headers", None)
+    if not headers:
+        headers = getattr(getattr(exc, "response", None), "headers", None)
+    if not headers:
+        return None
+    try:
+        millis = headers.get("retry-after-ms")
+        if millis is not None:
+            return max(0.0, float(millis) / 1000.0)
+        value = headers.get("retry-after")
+    except Exception:  # a headers object of an unexpected shape
+        return None
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    from email.utils import parsedate_to_datetime
+
+    try:
+        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None
+
+
+def _classify(status: object, exc: BaseException, litellm: Any) -> str:
+    if isinstance(exc, litellm.Timeout) or status == 408:
+        return "timeout"
+    if status == 429:
+        return "rate_limited"
+    if isinstance(status, int) and status >= 500:
+        return "server_error"
+    if isinstance(exc, litellm.APIConnectionError) or status == 409:
+        return "connection"
+    if status in (401, 403):
+        return "auth"
+    if status == 404:
+        return "not_found"
+    return "bad_request"
+
 
 class LLMJudge:
     """A Judge backed by an LLM through litellm; see the module docstring for the call policy."""
@@ -397,6 +489,9 @@ class LLMJudge:
         self._prompts = {kind: load_prompt(kind) for kind in SCHEMAS}
         self._breaker = CircuitBreaker(self._options.breaker_failures, self._options.breaker_cooldown)
         self._semaphore = asyncio.Semaphore(self._options.max_concurrency)
+        # A Retry-After applies to every call of this judge, not only to the one that got it.
+        self._not_before = 0.0
+        self._failures = ThrottledLog(log, _FAILURE_LOG_INTERVAL)
         self._response_format = {kind: self._format_for(kind) for kind in SCHEMAS}
         self.usage = Usage()
 
@@ -492,10 +587,42 @@ class LLMJudge:
 
     # -- Calling ---------------------------------------------------------------------------------
 
+    def _refused(self) -> JudgeError:
+        wait = self._breaker.retry_after()
+        return JudgeError(
+            f"judge {self._model} unavailable: circuit breaker open",
+            retryable=True,
+            reason="breaker_open",
+            retry_after=wait if wait > 0 else 1.0,
+            refused=True,
+        )
+
+    def _give_up(self, error: JudgeError) -> JudgeError:
+        """Log a final judge failure, at most once per reason per interval."""
+        if error.retryable:
+            self._failures.warning(
+                error.reason,
+                "judge %s: %s (%s); the interaction is deferred and retried when the judge answers",
+                self._model,
+                error,
+                error.reason,
+            )
+        else:
+            self._failures.error(
+                error.reason,
+                "judge %s failed permanently (%s): %s; such evaluations are recorded as errors. "
+                "Check RAGPULSE_JUDGE_MODEL, RAGPULSE_JUDGE_API_BASE and RAGPULSE_JUDGE_API_KEY",
+                self._model,
+                error.reason,
+                error,
+            )
+        return error
+
     async def _ask(self, kind: str, user: str, parse: Callable[[str], Any]) -> Any:
         """One question: a call, and one repair call if the answer is invalid."""
+        probe = self._breaker.state == "half_open"
         if not self._breaker.allow():
-            raise JudgeError(f"judge {self._model} unavailable: circuit breaker open", retryable=True)
+            raise self._refused()
         messages = [
             {"role": "system", "content": self._prompts[kind].text},
             {"role": "user", "content": user},
@@ -520,16 +647,18 @@ class LLMJudge:
                     result = parse(content)
                 except InvalidAnswer as second:
                     invalid = second
-        except JudgeError:
-            self._breaker.record_failure()
+        except JudgeError as exc:
+            self._give_up(exc)
             raise
-        except BaseException:
-            self._breaker.release_probe()
-            raise
-        # The service answered, even if the model misbehaved: that is no outage.
-        self._breaker.record_success()
+        finally:
+            # The breaker learnt the outcome of every attempt in _complete; a probe that was
+            # cancelled or refused before an attempt finished must not hold the half-open state.
+            if probe:
+                self._breaker.release_probe()
         if invalid is not None:
-            raise JudgeError(f"invalid {kind} answer after one repair: {invalid}")
+            raise self._give_up(
+                JudgeError(f"invalid {kind} answer after one repair: {invalid}", reason="invalid_answer")
+            )
         return result
 
     async def _complete(self, kind: str, messages: list[dict[str, str]]) -> str:
@@ -538,18 +667,48 @@ class LLMJudge:
         started = time.monotonic()
         attempt = 0
         while True:
+            wait = self._not_before - time.monotonic()
+            if wait > 0:
+                # Another call was told to wait (Retry-After): honour it here too.
+                if time.monotonic() - started + wait > options.retry_max_elapsed:
+                    raise JudgeError(
+                        f"judge {self._model} asked to wait {wait:.1f}s (Retry-After)",
+                        retryable=True,
+                        reason="rate_limited",
+                        retry_after=wait,
+                        refused=attempt == 0,
+                    )
+                await asyncio.sleep(wait)
             try:
                 async with self._semaphore:
-                    return await self._one_call(kind, messages)
+                    content = await self._one_call(kind, messages)
             except _Retryable as exc:
                 attempt += 1
-                delay = options.retry_base_delay * 2 ** (attempt - 1) * random.uniform(0.5, 1.5)
+                if exc.reason in _OUTAGE_REASONS:
+                    self._breaker.record_failure()  # every failed attempt counts, timeouts included
+                if exc.retry_after is not None:
+                    self._not_before = max(self._not_before, time.monotonic() + exc.retry_after)
+                backoff = options.retry_base_delay * 2 ** (attempt - 1) * random.uniform(0.5, 1.5)
+                delay = max(backoff, exc.retry_after or 0.0)
                 elapsed = time.monotonic() - started
                 if attempt > options.max_retries or elapsed + delay > options.retry_max_elapsed:
                     raise JudgeError(
-                        f"{exc} (gave up after {attempt} attempt(s), {elapsed:.1f}s)", retryable=True
+                        f"{exc} (gave up after {attempt} attempt(s), {elapsed:.1f}s)",
+                        retryable=True,
+                        reason=exc.reason,
+                        retry_after=exc.retry_after,
                     ) from exc
+                if self._breaker.state == "open":
+                    raise self._refused() from exc
                 await asyncio.sleep(delay)
+            except JudgeError:
+                # The service answered (a 4xx other than 429): no outage, but no retry either.
+                self._breaker.record_success()
+                raise
+            else:
+                # The service answered, even if the model misbehaves: that is no outage.
+                self._breaker.record_success()
+                return content
 
     async def _one_call(self, kind: str, messages: list[dict[str, str]]) -> str:
         litellm = self._litellm
@@ -572,16 +731,16 @@ class LLMJudge:
         try:
             response = await asyncio.wait_for(litellm.acompletion(**request), options.timeout + 5)
         except TimeoutError:
-            raise _Retryable(f"judge call timed out after {options.timeout}s") from None
+            raise _Retryable(f"judge call timed out after {options.timeout}s", "timeout") from None
         except Exception as exc:
             status = getattr(exc, "status_code", None)
-            transient = isinstance(exc, litellm.Timeout | litellm.APIConnectionError) or (
-                isinstance(status, int) and (status in (408, 409, 429) or status >= 500)
-            )
+            reason = _classify(status, exc, litellm)
             name = type(exc).__name__
-            if transient:
-                raise _Retryable(f"HTTP {status} {name}") from exc
-            raise JudgeError(f"judge call failed permanently: HTTP {status} {name}: {exc}") from exc
+            if reason in _OUTAGE_REASONS or reason == "rate_limited":
+                raise _Retryable(f"HTTP {status} {name}", reason, retry_after_seconds(exc)) from exc
+            raise JudgeError(
+                f"judge call failed permanently: HTTP {status} {name}: {exc}", reason=reason
+            ) from exc
         self._record_usage(response)
         try:
             content = response.choices[0].message.content

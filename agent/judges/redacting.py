@@ -71,9 +71,14 @@ class RedactingJudge:
             self._memo.popitem(last=False)
         return redaction.texts
 
-    async def _prefetch(self, query: str, response: str, chunks: Sequence[str]) -> None:
+    async def _prefetch(
+        self, query: str, response: str, chunks: Sequence[str]
+    ) -> tuple[list[ChunkAssessment], list[ClaimVerdict]] | None:
+        # The answer is positional (per chunk, per claim): it holds for the original texts too.
         q, r, *c = self._redact(query, response, *chunks)
-        await self._inner.prefetch(q, r, c)  # type: ignore[attr-defined]
+        answer: tuple[list[ChunkAssessment], list[ClaimVerdict]] | None
+        answer = await self._inner.prefetch(q, r, c)  # type: ignore[attr-defined]
+        return answer
 
     async def assess_chunks(
         self, query: str, answer: str | None, chunks: Sequence[str]

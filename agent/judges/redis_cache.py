@@ -20,6 +20,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 from urllib.parse import unquote, urlsplit
 
+from agent.throttled_log import ThrottledLog
+
 log = logging.getLogger(__name__)
 
 KEY_PREFIX = "ragpulse:v1:verdict:"
@@ -30,11 +32,18 @@ def redis_client(url: str, *, socket_timeout: float = 1.0, max_connections: int 
 
     Standalone servers get a blocking pool: with many evaluations in flight, a caller waits up
     to `socket_timeout` for a free connection instead of failing with "Too many connections".
+    After a Redis restart the pool's connections are stale: a command that fails on one with a
+    connection error is retried once on a fresh connection, and idle connections are checked
+    before reuse, so recovery is immediate instead of one failure per pooled connection.
     """
     from redis.asyncio import BlockingConnectionPool, Redis
     from redis.asyncio.cluster import ClusterNode, RedisCluster
+    from redis.asyncio.retry import Retry
     from redis.asyncio.sentinel import Sentinel
+    from redis.backoff import NoBackoff
+    from redis.exceptions import ConnectionError as RedisConnectionError
 
+    retry_on: list[type[Exception]] = [RedisConnectionError, ConnectionResetError, BrokenPipeError]
     parts = urlsplit(url)
     if parts.scheme == "redis+sentinel":
         hosts = [_host_port(h, 26379) for h in parts.netloc.rpartition("@")[2].split(",")]
@@ -51,6 +60,9 @@ def redis_client(url: str, *, socket_timeout: float = 1.0, max_connections: int 
             db=db,
             socket_timeout=socket_timeout,
             socket_connect_timeout=socket_timeout,
+            retry=Retry(NoBackoff(), 1),
+            retry_on_error=retry_on,
+            health_check_interval=5,
         )
         return sentinel.master_for(path[0])
     if parts.scheme == "redis+cluster":
@@ -69,6 +81,9 @@ def redis_client(url: str, *, socket_timeout: float = 1.0, max_connections: int 
             timeout=socket_timeout,
             socket_timeout=socket_timeout,
             socket_connect_timeout=socket_timeout,
+            retry=Retry(NoBackoff(), 1),
+            retry_on_error=retry_on,
+            health_check_interval=5,
         )
         return Redis.from_pool(pool)  # the client owns the pool and closes it
     raise ValueError(f"unsupported Redis URL scheme {parts.scheme!r} in {url!r}")
@@ -103,13 +118,18 @@ class RedisVerdictCache:
         self._retry_after = retry_after
         self._clock = clock
         self._down_until = float("-inf")
+        self._log = ThrottledLog(log, 30.0, clock)
 
     def _available(self) -> bool:
         return self._clock() >= self._down_until
 
     def _failed(self, operation: str, exc: Exception) -> None:
-        if self._available():
-            log.warning("verdict cache: Redis %s failed (%s); continuing uncached", operation, exc)
+        self._log.warning(
+            "redis",
+            "verdict cache: Redis %s failed (%s); continuing uncached until it is back",
+            operation,
+            exc,
+        )
         self._errors.cache_error(operation)
         self._down_until = self._clock() + self._retry_after
 
@@ -125,6 +145,7 @@ class RedisVerdictCache:
         except (RedisError, OSError) as exc:
             self._failed("get", exc)
             return [None] * len(keys)
+        self._log.recovered("redis", "verdict cache: Redis is back")
         return [None if v is None else v.decode() if isinstance(v, bytes) else v for v in values]
 
     async def set_many(self, values: Mapping[str, str]) -> None:

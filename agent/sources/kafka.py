@@ -7,22 +7,27 @@ sampled interaction built from the messages before them is scored or dead-letter
 share partitions through the consumer group; duplicates after a rebalance or a crash are caught
 by the pipeline's idempotency keys.
 
-kafka-python's consumer is blocking, so polls run in a worker thread; everything else (decode,
-assemble, commit bookkeeping) runs on the event loop, and the consumer is only touched by one
-thread at a time.
+kafka-python's consumer is blocking, so polls and commits run in a worker thread; decode, assemble
+and commit bookkeeping run on the event loop. kafka-python 3.x runs the rebalance listener on its
+own IO thread, where nothing may block: the listener commits finished offsets of revoked
+partitions with an awaited commit_async and shares the tracker under a lock. Offsets leave the
+tracker only once a commit covering them succeeded. While intake is paused (evaluation queue
+full, judge unavailable) every owned partition is paused, including partitions assigned later.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition
-from kafka.consumer.subscription_state import ConsumerRebalanceListener
+from kafka.consumer.subscription_state import AsyncConsumerRebalanceListener
 from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata
 
@@ -30,6 +35,7 @@ from agent.otlp.decode import KAFKA_ENCODINGS, UndecodableError, decode_kafka_va
 from agent.sources.base import Intake
 from agent.sources.offsets import OffsetTracker
 from agent.telemetry import Telemetry
+from agent.throttled_log import ThrottledLog
 
 log = logging.getLogger(__name__)
 
@@ -73,16 +79,25 @@ class KafkaSourceConfig:
         }
 
 
-class _Rebalance(ConsumerRebalanceListener):
-    """Runs inside poll(), in the worker thread, while the event loop awaits that poll."""
+class _Rebalance(AsyncConsumerRebalanceListener):
+    """Runs on kafka-python's IO thread (3.x), inside its event loop: nothing here may block.
+
+    On revoke it commits what is finished for the partitions being given up with an awaited
+    `commit_async` (the IO loop sends it before rejoining), then leaves the rest of the
+    bookkeeping to the source's poll loop through `_events`.
+    """
 
     def __init__(self, source: KafkaSource) -> None:
         self._source = source
 
-    def on_partitions_revoked(self, revoked: Any) -> None:
-        self._source._on_revoked(set(revoked))
+    async def on_partitions_revoked(self, revoked: Any) -> None:
+        await self._source._on_revoked(set(revoked), commit=True)
 
-    def on_partitions_assigned(self, assigned: Any) -> None:
+    async def on_partitions_lost(self, lost: Any) -> None:
+        # The group already gave them to someone else: committing now could move their offsets back.
+        await self._source._on_revoked(set(lost), commit=False)
+
+    async def on_partitions_assigned(self, assigned: Any) -> None:
         self._source._on_assigned(set(assigned))
 
 
@@ -96,18 +111,22 @@ class KafkaSource:
             )
         self._config = config
         self._telemetry = telemetry
+        # The tracker and the owned set are shared with the IO thread's rebalance listener.
+        self._lock = threading.Lock()
         self._offsets = OffsetTracker()
+        self._owned: set[TopicPartition] = set()
+        self._unowned_since: float = time.monotonic()
+        self._revoked: deque[set[TopicPartition]] = deque()  # for the poll loop's bookkeeping
         self._consumer: KafkaConsumer | None = None
         self._intake: Intake | None = None
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
-        self._paused = False
         self._connected = False
         self._last_commit = 0.0
         self._last_lag = 0.0
         self._lag_partitions: set[TopicPartition] = set()
-        self._positions: dict[TopicPartition, int] = {}  # next offset to read, per partition
-        self._owned: set[TopicPartition] = set()
+        self._pause_reason: str | None = None
+        self._log = ThrottledLog(log, 30.0)
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -117,7 +136,9 @@ class KafkaSource:
         consumer.subscribe([self._config.topic], listener=_Rebalance(self))
         self._consumer = consumer
         self._connected = True
+        self._unowned_since = time.monotonic()
         self._task = asyncio.create_task(self._run(), name="kafka-source")
+        self._task.add_done_callback(self._task_ended)
         log.info(
             "consuming %s from %s as group %s (%s)",
             self._config.topic,
@@ -126,8 +147,24 @@ class KafkaSource:
             self._config.encoding,
         )
 
+    def _task_ended(self, task: asyncio.Task[None]) -> None:
+        if task.cancelled() or self._stopping:
+            return
+        exc = task.exception()
+        log.critical(
+            "the Kafka consumer task died (%r); /readyz reports the source not ready. Restart the agent",
+            exc,
+            exc_info=exc,
+        )
+
     def ready(self) -> bool:
-        return self._connected and self._task is not None and not self._task.done()
+        """Connected, consuming, and owning partitions (or not for longer than a session timeout)."""
+        if not (self._connected and self._task is not None and not self._task.done()):
+            return False
+        with self._lock:
+            owned = bool(self._owned)
+        grace = self._config.session_timeout_ms / 1000.0
+        return owned or time.monotonic() - self._unowned_since < grace
 
     async def stop(self) -> None:
         """Stop polling; what was already handed to the pipeline is still committed at shutdown."""
@@ -141,6 +178,7 @@ class KafkaSource:
         if consumer is None:
             return
         await self._commit(consumer)
+        # Closing revokes our partitions (the listener commits once more) and leaves the group.
         await asyncio.to_thread(consumer.close, autocommit=False)
         self._connected = False
 
@@ -151,103 +189,160 @@ class KafkaSource:
         consumer = self._consumer
         while not self._stopping:
             try:
-                records = await asyncio.to_thread(consumer.poll, 200, self._config.max_poll_records)
+                await self._step(consumer)
             except KafkaError as exc:
-                log.warning("kafka poll failed, retrying: %s", exc)
+                self._log.warning("poll", "kafka poll failed, retrying: %s", exc)
                 await asyncio.sleep(1.0)
-                continue
-            for partition, messages in records.items():
-                for message in messages:
-                    self._handle(partition, message.offset, message.value)
-            self._apply_backpressure(consumer)
-            now = time.monotonic()
-            if now - self._last_commit >= self._config.commit_interval_seconds:
-                self._last_commit = now
-                await self._commit(consumer)
-            if now - self._last_lag >= self._config.lag_interval_seconds:
-                self._last_lag = now
-                self._export_lag(consumer)
+            except Exception:  # stage boundary: log, and keep the consumer alive
+                log.exception("kafka source step failed; retrying in 1s")
+                await asyncio.sleep(1.0)
+
+    async def _step(self, consumer: KafkaConsumer) -> None:
+        records = await asyncio.to_thread(consumer.poll, 200, self._config.max_poll_records)
+        self._forget_revoked()
+        for partition, messages in records.items():
+            for message in messages:
+                self._handle(partition, message.offset, message.value)
+        self._apply_backpressure(consumer)
+        now = time.monotonic()
+        if now - self._last_commit >= self._config.commit_interval_seconds:
+            self._last_commit = now
+            await self._commit(consumer)
+        if now - self._last_lag >= self._config.lag_interval_seconds:
+            self._last_lag = now
+            await self._export_lag(consumer)
 
     def _handle(self, partition: TopicPartition, offset: int, value: bytes | None) -> None:
         intake = self._intake
         assert intake is not None
-        self._positions[partition] = offset + 1
+        where = f"{partition.topic}/{partition.partition}@{offset}"
         if not value:
-            intake.dead_letter(
-                "empty_message", f"{partition.topic}/{partition.partition}@{offset} has no value"
-            )
-            self._offsets.track(partition, offset, _FINISHED)
-            return
-        try:
-            decoded = decode_kafka_value(value, self._config.encoding)
-        except UndecodableError as exc:
-            intake.dead_letter("undecodable", f"{partition.topic}/{partition.partition}@{offset}: {exc}")
-            self._offsets.track(partition, offset, _FINISHED)
-            return
-        self._offsets.track(partition, offset, intake.accept(decoded, SOURCE))
+            intake.dead_letter("empty_message", f"{where} has no value")
+            sequence = _FINISHED
+        else:
+            try:
+                decoded = decode_kafka_value(value, self._config.encoding)
+            except UndecodableError as exc:
+                intake.dead_letter("undecodable", f"{where}: {exc}")
+                sequence = _FINISHED
+            else:
+                sequence = intake.accept(decoded, SOURCE)
+        with self._lock:
+            self._offsets.track(partition, offset, sequence)
 
     def _apply_backpressure(self, consumer: KafkaConsumer) -> None:
+        """Pause every owned partition while intake is paused (including ones assigned since)."""
         assert self._intake is not None
-        accepting = self._intake.accepting()
-        if not accepting and not self._paused:
-            consumer.pause(*consumer.assignment())
-            self._paused = True
-            log.info("evaluation queue full: pausing partitions")
-        elif accepting and self._paused:
+        reason = self._intake.pause_reason()
+        if reason is not None:
+            unpaused = set(consumer.assignment()) - set(consumer.paused())
+            if unpaused:
+                consumer.pause(*unpaused)
+            if self._pause_reason != reason:
+                log.info("intake paused (%s): pausing partitions; offsets stay uncommitted", reason)
+        elif self._pause_reason is not None:
             consumer.resume(*consumer.paused())
-            self._paused = False
-            log.info("evaluation queue drained: resuming partitions")
+            log.info("intake resumed: resuming partitions")
+        self._pause_reason = reason
 
     async def _commit(self, consumer: KafkaConsumer) -> None:
         assert self._intake is not None
-        commits = self._offsets.committable(self._intake.low_watermark())
+        with self._lock:
+            commits = {
+                tp: offset
+                for tp, offset in self._offsets.committable(self._intake.low_watermark()).items()
+                if tp in self._owned
+            }
         if not commits:
             return
         offsets = {tp: OffsetAndMetadata(offset, "", -1) for tp, offset in commits.items()}
         try:
             await asyncio.to_thread(consumer.commit, offsets)
         except KafkaError as exc:
-            # The messages will be redelivered to whoever owns the partition; idempotency keys
-            # keep them from being scored twice.
+            # Kept in the tracker: offered again on the next round. Messages are redelivered to
+            # whoever owns the partition next; idempotency keys keep them from being scored twice.
             self._telemetry.kafka_commit_failures.inc()
-            log.warning("offset commit failed (%s); uncommitted messages will be redelivered", exc)
+            self._log.warning(
+                "commit", "offset commit failed (%s); retrying, uncommitted messages may be redelivered", exc
+            )
+            return
+        with self._lock:
+            self._offsets.committed(commits)
+
+    # -- rebalances (called on kafka-python's IO thread) ------------------------------------------
 
     def _on_assigned(self, assigned: set[TopicPartition]) -> None:
-        self._owned |= assigned
-        self._telemetry.assigned_partitions.labels(self._config.topic).set(len(self._owned))
+        with self._lock:
+            self._owned |= assigned
+            owned = len(self._owned)
+        self._telemetry.assigned_partitions.labels(self._config.topic).set(owned)
         log.info("assigned partitions %s", sorted(tp.partition for tp in assigned))
 
-    def _on_revoked(self, revoked: set[TopicPartition]) -> None:
-        self._owned -= revoked
-        self._telemetry.assigned_partitions.labels(self._config.topic).set(len(self._owned))
+    async def _on_revoked(self, revoked: set[TopicPartition], *, commit: bool) -> None:
         consumer, intake = self._consumer, self._intake
-        if consumer is None or intake is None:
-            return
-        # Commit what is finished for the partitions we lose; the rest goes to their new owner.
-        commits = {
-            tp: OffsetAndMetadata(offset, "", -1)
-            for tp, offset in self._offsets.committable(intake.low_watermark()).items()
-            if tp in revoked
-        }
+        commits: dict[TopicPartition, int] = {}
+        if commit and consumer is not None and intake is not None:
+            with self._lock:
+                commits = {
+                    tp: offset
+                    for tp, offset in self._offsets.committable(intake.low_watermark()).items()
+                    if tp in revoked
+                }
         if commits:
+            # Finished offsets go before we give the partitions up; the rest is redelivered to the
+            # new owner (and de-duplicated by the idempotency keys). Awaited, never blocking.
+            offsets = {tp: OffsetAndMetadata(offset, "", -1) for tp, offset in commits.items()}
             try:
-                consumer.commit(commits)
-            except KafkaError as exc:
-                log.warning("commit on revoke failed: %s", exc)
-        self._offsets.forget(revoked)
-        for tp in revoked:
-            self._positions.pop(tp, None)
-        for tp in revoked & self._lag_partitions:
-            self._telemetry.consumer_lag.remove(tp.topic, str(tp.partition))
-        self._lag_partitions -= revoked
+                await consumer.commit_async(offsets)  # type: ignore[union-attr]
+            except Exception as exc:
+                self._telemetry.kafka_commit_failures.inc()
+                self._log.warning(
+                    "revoke_commit", "commit on revoke failed (%s); the new owner redoes it", exc
+                )
+            else:
+                with self._lock:
+                    self._offsets.committed(commits)
+        with self._lock:
+            self._owned -= revoked
+            owned = len(self._owned)
+            if not self._owned:
+                self._unowned_since = time.monotonic()
+            # Forget now, so no later commit on the poll loop covers partitions we gave up.
+            self._offsets.forget(revoked)
+        self._revoked.append(revoked)
+        self._telemetry.assigned_partitions.labels(self._config.topic).set(owned)
         log.info("revoked partitions %s", sorted(tp.partition for tp in revoked))
 
-    def _export_lag(self, consumer: KafkaConsumer) -> None:
-        # highwater() comes with fetch responses, so lag costs no extra request.
-        for tp in consumer.assignment():
-            highwater = consumer.highwater(tp)
-            position = self._positions.get(tp)
-            if highwater is None or position is None:
+    def _forget_revoked(self) -> None:
+        """On the event loop: drop the lag series of partitions given up."""
+        while self._revoked:
+            revoked = self._revoked.popleft()
+            for tp in revoked & self._lag_partitions:
+                if tp not in self._owned:
+                    self._telemetry.consumer_lag.remove(tp.topic, str(tp.partition))
+                    self._lag_partitions.discard(tp)
+
+    async def _export_lag(self, consumer: KafkaConsumer) -> None:
+        """Lag = high watermark − committed offset: a stuck commit shows, not only a slow read."""
+        with self._lock:
+            owned = set(self._owned)
+        for tp in owned:
+            highwater = consumer.highwater(tp)  # comes with fetch responses: no extra request
+            if highwater is None:
                 continue
-            self._telemetry.consumer_lag.labels(tp.topic, str(tp.partition)).set(max(0, highwater - position))
+            with self._lock:
+                committed = self._offsets.last_committed(tp)
+            if committed is None:
+                try:
+                    found = await asyncio.to_thread(consumer.committed, tp)
+                except KafkaError:
+                    continue
+                if found is None:
+                    continue
+                with self._lock:
+                    self._offsets.set_committed(tp, found)
+                committed = found
+            self._telemetry.consumer_lag.labels(tp.topic, str(tp.partition)).set(
+                max(0, highwater - committed)
+            )
             self._lag_partitions.add(tp)

@@ -58,6 +58,8 @@ class Stats:
     by_kind: collections.Counter[str] = field(default_factory=collections.Counter)
     faults: collections.Counter[str] = field(default_factory=collections.Counter)
     requests: list[dict[str, Any]] = field(default_factory=list)
+    # (monotonic arrival time, fault or None) of every request, to check retry pacing.
+    arrivals: list[tuple[float, str | None]] = field(default_factory=list)
 
 
 _KIND = re.compile(r"^Question kind: (\w+)$", re.M)
@@ -159,6 +161,8 @@ class FakeLLMServer:
     def __init__(self, port: int = 0, latency: float = 0.0, hang_seconds: float = 60.0) -> None:
         self.latency = latency
         self.hang_seconds = hang_seconds
+        # Sent as the Retry-After header of 429 answers when set (seconds).
+        self.retry_after: float | None = None
         self.stats = Stats()
         self._lock = threading.Lock()
         self._script: collections.deque[str] = collections.deque()
@@ -224,6 +228,7 @@ class FakeLLMServer:
             self.stats.calls += 1
             self.stats.prompt_tokens += prompt_tokens
             self.stats.requests.append(body)
+            self.stats.arrivals.append((time.monotonic(), fault))
             if fault:
                 self.stats.faults[fault] += 1
         if self.latency:
@@ -289,6 +294,8 @@ class FakeLLMServer:
                     self.send_response(status)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(data)))
+                    if status == 429 and server.retry_after is not None:
+                        self.send_header("Retry-After", f"{server.retry_after:g}")
                     self.end_headers()
                     self.wfile.write(data)
                 except (BrokenPipeError, ConnectionResetError):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import gzip
 import json
 import signal
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -234,7 +233,7 @@ def test_bad_configuration_fails_fast_naming_the_setting() -> None:
     assert "sample_rate" in agent.log() and "RAGPULSE_SAMPLE_RATE" in agent.log()
 
 
-def test_readyz_reports_an_open_judge_breaker_and_errors_are_not_scores() -> None:
+def test_a_judge_outage_pauses_intake_and_defers_instead_of_recording_errors() -> None:
     from tests.fakes.llm_server import FakeLLMServer
     from tests.support import http_get
 
@@ -249,6 +248,7 @@ def test_readyz_reports_an_open_judge_breaker_and_errors_are_not_scores() -> Non
                 "RAGPULSE_JUDGE_MAX_RETRIES": "0",
                 "RAGPULSE_JUDGE_BREAKER_FAILURES": "2",
                 "RAGPULSE_JUDGE_BREAKER_COOLDOWN_SECONDS": "1",
+                "RAGPULSE_JUDGE_SELF_CHECK": "false",
             }
         )
         try:
@@ -256,24 +256,30 @@ def test_readyz_reports_an_open_judge_breaker_and_errors_are_not_scores() -> Non
             export_interactions(agent)
             labels = {"service": "rag-app", "route": "rag.query", "metric": "context_precision"}
             scrape = agent.wait_for(
-                lambda s: s.value("ragpulse_evaluations_total", outcome="error", **labels) == 3
+                lambda s: (
+                    s.value("ragpulse_intake_paused", reason="judge_unavailable") == 1
+                    and s.total("ragpulse_evaluations_deferred_total") >= 1
+                )
             )
-            assert scrape.value("ragpulse_evaluations_total", outcome="error", **labels) == 3
+            assert scrape.value("ragpulse_intake_paused", reason="judge_unavailable") == 1
+            # A judge failure is never a score, and a retryable one is not an error either.
+            assert scrape.value("ragpulse_evaluations_total", outcome="error", **labels) is None
             assert scrape.value("ragpulse_score_count", **labels) in (None, 0.0)
             status, body = http_get(f"http://127.0.0.1:{agent.metrics_port}/readyz")
             assert status == 503 and b"judge: not ready" in body and b"source: ok" in body
+            # Senders are told to come back later.
+            status, _, headers = http_post(agent.traces_url, b"", {"Content-Type": "application/x-protobuf"})
+            assert status == 503 and int(headers["Retry-After"]) >= 1
 
             judge.fail_always(None)
-            time.sleep(1.2)  # the breaker's cooldown: the next call is a single probe
-            export_interactions(agent)
-            scrape = agent.wait_for(lambda s: (s.value("ragpulse_score_count", **labels) or 0) >= 1)
-            after_probe = scrape.value("ragpulse_score_count", **labels)
-            assert after_probe is not None and after_probe >= 1
+            scrape = agent.wait_for(lambda s: s.value("ragpulse_score_count", **labels) == 3, timeout=60)
+            assert scrape.value("ragpulse_score_count", **labels) == 3
+            assert scrape.value("ragpulse_evaluations_total", outcome="error", **labels) is None
+            assert scrape.value("ragpulse_intake_paused", reason="judge_unavailable") == 0
             assert http_get(f"http://127.0.0.1:{agent.metrics_port}/readyz")[0] == 200
-            # Closed again: everything is judged.
             export_interactions(agent)
-            scrape = agent.wait_for(lambda s: s.value("ragpulse_score_count", **labels) == after_probe + 3)
-            assert scrape.value("ragpulse_score_count", **labels) == after_probe + 3
+            scrape = agent.wait_for(lambda s: s.value("ragpulse_score_count", **labels) == 6)
+            assert scrape.value("ragpulse_score_count", **labels) == 6
             assert agent.stop() == 0
         finally:
             agent.kill()

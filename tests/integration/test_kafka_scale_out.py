@@ -39,22 +39,31 @@ def judge() -> Iterator[FakeLLMServer]:
 
 
 def start_agent(
-    broker: Broker, topic: str, results: str, group: str, redis: RedisServer, judge: FakeLLMServer
+    broker: Broker,
+    topic: str,
+    results: str,
+    group: str,
+    redis: RedisServer,
+    judge: FakeLLMServer,
+    *,
+    wait: bool = True,
+    **extra: str,
 ) -> AgentProcess:
-    agent = kafka_agent(
-        broker,
-        topic,
-        group,
-        RAGPULSE_RESULTS_TOPIC=results,
-        RAGPULSE_REDIS_URL=redis.url,
-        RAGPULSE_JUDGE_MODEL="openai/judge-test",
-        RAGPULSE_JUDGE_API_BASE=judge.api_base,
-        RAGPULSE_JUDGE_API_KEY="test-key",
-        RAGPULSE_METRICS="context_precision",
-        RAGPULSE_EVAL_CONCURRENCY="4",
-        RAGPULSE_IDEMPOTENCY_LEASE_SECONDS="3",
-    )
-    agent.wait_ready(timeout=60)
+    settings = {
+        "RAGPULSE_RESULTS_TOPIC": results,
+        "RAGPULSE_REDIS_URL": redis.url,
+        "RAGPULSE_JUDGE_MODEL": "openai/judge-test",
+        "RAGPULSE_JUDGE_API_BASE": judge.api_base,
+        "RAGPULSE_JUDGE_API_KEY": "test-key",
+        "RAGPULSE_METRICS": "context_precision",
+        "RAGPULSE_EVAL_CONCURRENCY": "4",
+        "RAGPULSE_IDEMPOTENCY_LEASE_SECONDS": "3",
+        "RAGPULSE_JUDGE_SELF_CHECK": "false",
+        **extra,
+    }
+    agent = kafka_agent(broker, topic, group, **settings)
+    if wait:
+        agent.wait_ready(timeout=60)
     return agent
 
 

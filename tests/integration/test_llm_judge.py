@@ -255,7 +255,12 @@ def test_circuit_breaker_opens_then_probes(fake: FakeLLMServer) -> None:
     errors = telemetry.registry.get_sample_value(
         "ragpulse_judge_requests_total", {"model": MODEL, "outcome": "error"}
     )
-    assert errors == 3
+    assert errors == 2
+    # The call refused by the open breaker reached no judge: not an error, not budget spend.
+    refused = telemetry.registry.get_sample_value(
+        "ragpulse_judge_requests_total", {"model": MODEL, "outcome": "refused"}
+    )
+    assert refused == 1
 
 
 def test_instructions_inside_a_chunk_stay_fenced_data(fake: FakeLLMServer) -> None:
@@ -356,6 +361,7 @@ def test_agent_process_scores_all_streaming_metrics_with_the_llm_judge(fake: Fak
             "RAGPULSE_JUDGE_API_BASE": fake.api_base,
             "RAGPULSE_JUDGE_API_KEY": "test-key",
             "RAGPULSE_METRICS": ",".join(STREAMING_METRICS),
+            "RAGPULSE_JUDGE_SELF_CHECK": "false",  # call counts below are exact
         }
     )
     try:

@@ -61,16 +61,32 @@ def test_budget_disabled_without_limits() -> None:
 def test_memory_idempotency_claims_once_and_respects_leases() -> None:
     clock = Clock(0.0)
     mine = MemoryIdempotency("a", lease_seconds=10, done_seconds=100, clock=clock)
-    assert run(mine.claim("i1")) is Claim.CLAIMED
-    assert run(mine.claim("i1")) is Claim.CLAIMED  # our own claim is renewed
+    assert run(mine.claim("i1", "a:1")) is Claim.CLAIMED
+    # Another attempt, even in the same replica, is busy while the first holds the lease.
+    assert run(mine.claim("i1", "a:2")) is Claim.BUSY
+    clock.now = 8
+    assert run(mine.renew("i1", "a:1"))
+    clock.now = 15  # past the first lease, within the renewed one
+    assert run(mine.claim("i1", "a:2")) is Claim.BUSY
     run(mine.complete("i1"))
-    assert run(mine.claim("i1")) is Claim.DONE
-    clock.now = 101
-    assert run(mine.claim("i1")) is Claim.CLAIMED  # remembered only for done_seconds
+    assert run(mine.claim("i1", "a:3")) is Claim.DONE
+    clock.now = 116
+    assert run(mine.claim("i1", "a:4")) is Claim.CLAIMED  # remembered only for done_seconds
+
+
+def test_memory_idempotency_lease_runs_out_without_renewal() -> None:
+    clock = Clock(0.0)
+    store = MemoryIdempotency("a", lease_seconds=10, done_seconds=100, clock=clock)
+    assert run(store.claim("x", "dead:1")) is Claim.CLAIMED
+    clock.now = 11
+    assert run(store.claim("x", "b:1")) is Claim.CLAIMED  # the holder died: taken over
+    assert not run(store.renew("x", "dead:1"))
 
 
 def test_memory_idempotency_release_frees_a_claim() -> None:
     store = MemoryIdempotency("a", lease_seconds=10, done_seconds=100)
-    run(store.claim("x"))
-    run(store.release("x"))
-    assert run(store.claim("x")) is Claim.CLAIMED
+    run(store.claim("x", "a:1"))
+    run(store.release("x", "someone-else"))
+    assert run(store.claim("x", "a:2")) is Claim.BUSY
+    run(store.release("x", "a:1"))
+    assert run(store.claim("x", "a:2")) is Claim.CLAIMED
