@@ -1,22 +1,35 @@
-# ragpulse agent image. Dependencies come from the hashed lock file, like CI installs them.
+# ragpulse agent image: multi-stage (build tools never reach the runtime image), slim, non-root.
+# Dependencies come from the hashed lock file, like CI installs them.
+#   docker build -t ragpulse .
+#   docker run -p 4318:4318 -p 9464:9464 ragpulse            # embedded defaults
 FROM python:3.11-slim AS build
 WORKDIR /src
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 COPY requirements/runtime.lock requirements/runtime.lock
 RUN python -m venv /opt/ragpulse \
- && /opt/ragpulse/bin/pip install --no-cache-dir --disable-pip-version-check --require-hashes \
-      -r requirements/runtime.lock
+ && /opt/ragpulse/bin/pip install --require-hashes -r requirements/runtime.lock
 COPY pyproject.toml README.md ./
 COPY agent agent
-RUN /opt/ragpulse/bin/pip install --no-cache-dir --disable-pip-version-check --no-deps .
+RUN /opt/ragpulse/bin/pip install --no-deps . \
+ && /opt/ragpulse/bin/python -m compileall -q /opt/ragpulse
 
 FROM python:3.11-slim
 COPY --from=build /opt/ragpulse /opt/ragpulse
+COPY --chmod=0755 deploy/docker/entrypoint.sh /usr/local/bin/ragpulse-entrypoint
+# Keys (RAGPULSE_JUDGE_API_KEY, OPENAI_API_KEY, ...) only from the environment at run time, or
+# from a mounted secret file named by NAME_FILE (see the entrypoint); never in the image.
 ENV PATH=/opt/ragpulse/bin:$PATH \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
     RAGPULSE_OTLP_LISTEN=0.0.0.0:4318 \
     RAGPULSE_METRICS_LISTEN=0.0.0.0:9464 \
     LITELLM_LOCAL_MODEL_COST_MAP=True
+# 65532: the conventional "nonroot" uid; no home, no shell login, no write access to the venv.
 USER 65532:65532
 EXPOSE 4318 9464
-HEALTHCHECK --interval=10s --timeout=3s CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:9464/healthz')"
-ENTRYPOINT ["ragpulse"]
+STOPSIGNAL SIGTERM
+# /healthz on the port of RAGPULSE_METRICS_LISTEN, whatever it is set to at run time.
+HEALTHCHECK --interval=10s --timeout=3s --start-period=20s --retries=3 \
+    CMD ["python", "-c", "import os, urllib.request; port = os.environ.get('RAGPULSE_METRICS_LISTEN', ':9464').rsplit(':', 1)[1]; urllib.request.urlopen(f'http://127.0.0.1:{port}/healthz', timeout=2)"]
+ENTRYPOINT ["ragpulse-entrypoint"]
 CMD ["run"]

@@ -21,6 +21,14 @@ CONFIG_ENV = "RAGPULSE_CONFIG"
 
 LOCAL_JUDGES = ("lexical", "embedding")
 
+# Defaults of the quality alert (docs/runbooks.md): a sustained mean below these pages.
+DEFAULT_ALERT_THRESHOLDS = {
+    "faithfulness": 0.80,
+    "context_relevancy": 0.60,
+    "answer_relevancy": 0.70,
+    "context_precision": 0.70,
+}
+
 
 class ConfigError(ValueError):
     """A setting is missing, unknown or invalid; the message names it and says what to do."""
@@ -207,6 +215,14 @@ class Settings(BaseModel):
         description="Interactions per minute (per replica) that keep rules may force past the rate "
         "and the budget; beyond it they are sampled like the rest. Unset = no cap.",
     )
+    # Alerting: exported as ragpulse_quality_threshold{metric}, which the Prometheus alert rules
+    # compare the recorded means against, so thresholds change without editing the rules.
+    alert_thresholds: dict[str, float] = Field(
+        dict(DEFAULT_ALERT_THRESHOLDS),
+        description="Score means below which the quality alert fires, metric=VALUE or "
+        "service/metric=VALUE (one service), comma-separated; unnamed metrics keep their defaults "
+        "(faithfulness=0.8, context_relevancy=0.6, answer_relevancy=0.7, context_precision=0.7).",
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
     # -- Security (docs/security.md) -------------------------------------------------------------
@@ -260,7 +276,8 @@ class Settings(BaseModel):
     def _known_metrics(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         from agent.metrics import METRICS
 
-        unknown = [name for name in value if name not in METRICS]
+        # A key is a metric (every service) or service/metric (that service only).
+        unknown = [name for name in value if str(name).rpartition("/")[2] not in METRICS]
         if unknown:
             raise ValueError(f"unknown metric(s) {unknown}; choose from {sorted(METRICS)}")
         return value
@@ -324,6 +341,38 @@ class Settings(BaseModel):
     def redacts(self) -> bool:
         """Whether judge inputs are redacted: on, or auto with an LLM (remote) judge."""
         return self.redact_pii == "on" or (self.redact_pii == "auto" and not self.judge_is_local)
+
+    @field_validator("alert_thresholds", mode="before")
+    @classmethod
+    def _thresholds(cls, value: Any) -> dict[str, float]:
+        from agent.metrics import METRICS
+
+        if isinstance(value, str):
+            value = [item.strip() for item in value.split(",") if item.strip()]
+        if isinstance(value, list | tuple):
+            pairs: dict[str, Any] = {}
+            for item in value:
+                name, sep, number = str(item).partition("=")
+                if not sep:
+                    raise ValueError(f"expected metric=VALUE or service/metric=VALUE, got {item!r}")
+                pairs[name.strip()] = number.strip()
+            value = pairs
+        if not isinstance(value, Mapping):
+            raise ValueError("expected metric=VALUE entries or a mapping of metric to value")
+        # A key is a metric (every service) or service/metric (that service only).
+        unknown = [name for name in value if str(name).rpartition("/")[2] not in METRICS]
+        if unknown:
+            raise ValueError(f"unknown metric(s) {unknown}; choose from {sorted(METRICS)}")
+        merged = dict(DEFAULT_ALERT_THRESHOLDS)
+        for name, number in value.items():
+            try:
+                threshold = float(number)
+            except (TypeError, ValueError):
+                raise ValueError(f"threshold of {name} must be a number, got {number!r}") from None
+            if not 0.0 <= threshold <= 1.0:
+                raise ValueError(f"threshold of {name} must be within [0, 1], got {threshold}")
+            merged[name] = threshold
+        return merged
 
     @property
     def otlp_address(self) -> tuple[str, int]:
@@ -422,6 +471,8 @@ def describe_settings() -> str:
         default = f.get_default(call_default_factory=True)
         if isinstance(default, tuple):
             default = ",".join(default)
+        elif isinstance(default, dict):
+            default = ",".join(f"{k}={v}" for k, v in default.items())
         rows.append(f"{name:<26} {ENV_PREFIX + name.upper():<36} {default!s:<22} {f.description or ''}")
     return "\n".join(rows)
 

@@ -406,6 +406,9 @@ def build_exporters(settings: Settings, telemetry: Telemetry) -> list[Exporter]:
 
 def build_agent(settings: Settings, registry: CollectorRegistry | None = None) -> Agent:
     telemetry = Telemetry(registry if registry is not None else CollectorRegistry())
+    for key, threshold in settings.alert_thresholds.items():
+        service, _, metric = key.rpartition("/")
+        telemetry.quality_threshold.labels(service, metric).set(threshold)
     redis = None
     owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
     idempotency: IdempotencyStore

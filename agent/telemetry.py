@@ -203,6 +203,15 @@ class Telemetry:
             registry=registry,
         )
 
+        # Alerting: the configured thresholds, so alert rules need no editing when they change.
+        self.quality_threshold = Gauge(
+            "ragpulse_quality_threshold",
+            "Score mean below which the quality alert fires (setting alert_thresholds); "
+            "service is empty for the threshold of every service.",
+            ["service", "metric"],
+            registry=registry,
+        )
+
     # SpendMeter, for the judge budget
     def total(self) -> Spend:
         # Refused calls (open breaker) reached no judge: they are not spend.

@@ -1,45 +1,410 @@
-"""The deployment files agree with the code: settings exist and validate, topics and ports match."""
+"""The deployment files agree with the code and with their specifications.
+
+docker-compose.yml is validated against the Compose Specification schema (the copy vendored and
+kept current by check-jsonschema), the Kubernetes manifests against the Kubernetes schemas
+(kubernetes-validate); every file, port, setting and image they reference is checked against the
+code; generated rules and dashboards must match their generators.
+"""
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
+import pytest
 import yaml
 
-from agent.config import load_settings
+from agent.config import DEFAULT_ALERT_THRESHOLDS, load_settings
+from tests.integration.alerting_stack import load_module
 
 ROOT = Path(__file__).resolve().parents[2]
+K8S = ROOT / "deploy/k8s"
 
 
-def compose() -> dict:
+def compose() -> dict[str, Any]:
     return yaml.safe_load((ROOT / "docker-compose.yml").read_text())
 
 
-def test_compose_settings_for_ragpulse_validate() -> None:
-    environment = compose()["services"]["ragpulse"]["environment"]
-    settings = load_settings(environ={k: str(v) for k, v in environment.items()})
-    assert settings.source == "kafka"
-    assert settings.metrics_address == ("0.0.0.0", 9464)
+def services() -> dict[str, Any]:
+    return compose()["services"]
+
+
+def ragpulse_replicas() -> dict[str, dict[str, Any]]:
+    return {name: s for name, s in services().items() if name.startswith("ragpulse-")}
+
+
+def published(service: dict[str, Any]) -> dict[int, int]:
+    """container port -> host port of a compose service."""
+    ports = {}
+    for entry in service.get("ports", []):
+        host, _, container = str(entry).rpartition(":")
+        ports[int(container)] = int(host)
+    return ports
+
+
+def rules_module() -> Any:
+    return load_module("deploy/prometheus/generate_rules.py")
+
+
+# -- Compose ---------------------------------------------------------------------------------
+
+
+def _check_jsonschema(*args: str) -> subprocess.CompletedProcess[str]:
+    pytest.importorskip(
+        "check_jsonschema", reason="check-jsonschema not installed: pip install -r requirements/test.lock"
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.compose-spec", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_compose_file_matches_the_compose_specification() -> None:
+    result = _check_jsonschema(str(ROOT / "docker-compose.yml"))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_compose_validator_rejects_a_broken_file(tmp_path: Path) -> None:
+    broken = compose()
+    broken["services"]["redis"]["restart_policy"] = "always"  # belongs under deploy:
+    broken["services"]["grafana"]["depends_on"] = {"prometheus": {"condition": "when_ready"}}
+    path = tmp_path / "docker-compose.yml"
+    path.write_text(yaml.safe_dump(broken))
+    result = _check_jsonschema(str(path))
+    assert result.returncode != 0
+    assert "$.services.redis" in result.stdout and "$.services.grafana" in result.stdout
+
+
+def test_compose_runs_two_replicas_in_one_consumer_group_with_valid_settings() -> None:
+    replicas = ragpulse_replicas()
+    assert len(replicas) == 2
+    groups = set()
+    for service in replicas.values():
+        environment = {k: str(v) for k, v in service["environment"].items()}
+        settings = load_settings(environ=environment)
+        assert settings.source == "kafka"
+        assert settings.redis_url, "replicas share the verdict cache, idempotency keys and budget"
+        assert settings.alert_thresholds == DEFAULT_ALERT_THRESHOLDS
+        groups.add(settings.kafka_group_id)
+        assert settings.metrics_address == ("0.0.0.0", 9464)
+        assert service["depends_on"]["kafka"]["condition"] == "service_healthy"
+    assert len(groups) == 1
+    host_ports = [published(s)[9464] for s in replicas.values()]
+    assert len(set(host_ports)) == 2
+
+
+def test_kafka_runs_kraft_without_zookeeper() -> None:
+    kafka = services()["kafka"]
+    assert "zookeeper" not in services()
+    environment = kafka["environment"]
+    assert set(environment["KAFKA_PROCESS_ROLES"].split(",")) == {"broker", "controller"}
+    assert not any("ZOOKEEPER" in key for key in environment)
+    bootstrap = {str(s["environment"]["RAGPULSE_KAFKA_BOOTSTRAP"]) for s in ragpulse_replicas().values()}
+    assert bootstrap == {environment["KAFKA_ADVERTISED_LISTENERS"].removeprefix("PLAINTEXT://")}
+    assert int(environment["KAFKA_NUM_PARTITIONS"]) >= len(ragpulse_replicas())
 
 
 def test_collector_writes_what_ragpulse_reads() -> None:
-    environment = compose()["services"]["ragpulse"]["environment"]
     collector = yaml.safe_load((ROOT / "deploy/otel-collector/config.yaml").read_text())
     kafka = collector["exporters"]["kafka"]
-    assert kafka["topic"] == environment["RAGPULSE_KAFKA_TOPIC"]
-    assert kafka["encoding"] == environment["RAGPULSE_KAFKA_ENCODING"]
-    assert environment["RAGPULSE_KAFKA_BOOTSTRAP"] in kafka["brokers"]
-    assert "kafka" in collector["service"]["pipelines"]["traces"]["exporters"]
+    for service in ragpulse_replicas().values():
+        environment = service["environment"]
+        assert kafka["topic"] == environment["RAGPULSE_KAFKA_TOPIC"]
+        assert kafka["encoding"] == environment["RAGPULSE_KAFKA_ENCODING"]
+        assert environment["RAGPULSE_KAFKA_BOOTSTRAP"] in kafka["brokers"]
+    assert kafka["partition_traces_by_id"] is True
+    traces = collector["service"]["pipelines"]["traces"]
+    assert "kafka" in traces["exporters"] and "otlp" in traces["receivers"]
+    http_port = int(collector["receivers"]["otlp"]["protocols"]["http"]["endpoint"].rsplit(":", 1)[1])
+    assert http_port in published(services()["otel-collector"])
+    # The demo app sends to the Collector's OTLP/HTTP receiver.
+    command = services()["demo-app"]["command"]
+    assert command[command.index("--endpoint") + 1] == f"http://otel-collector:{http_port}"
 
 
-def test_prometheus_scrapes_the_agents_metrics_port() -> None:
-    scrape = yaml.safe_load((ROOT / "deploy/prometheus/prometheus.yml").read_text())
-    targets = [t for job in scrape["scrape_configs"] for c in job["static_configs"] for t in c["targets"]]
-    port = compose()["services"]["ragpulse"]["environment"]["RAGPULSE_METRICS_LISTEN"].rsplit(":", 1)[1]
-    assert f"ragpulse:{port}" in targets
+def test_demo_app_is_a_ragpulse_subcommand() -> None:
+    from agent import cli
+
+    source = Path(cli.__file__).read_text()
+    if '"demo-app"' not in source:
+        pytest.skip("`ragpulse demo-app` is not a subcommand yet (built on the demo-eval branch)")
+    command = services()["demo-app"]["command"]
+    result = subprocess.run(
+        [sys.executable, "-m", "agent", command[0], "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert "--endpoint" in result.stdout
 
 
-def test_image_installs_from_the_hashed_lock() -> None:
+def test_prometheus_scrapes_every_replica_and_alerts_through_alertmanager() -> None:
+    config = yaml.safe_load((ROOT / "deploy/prometheus/prometheus.yml").read_text())
+    (job,) = config["scrape_configs"]
+    assert job["job_name"] == rules_module().RuleParams().job
+    targets = {t for c in job["static_configs"] for t in c["targets"]}
+    assert targets == {f"{name}:9464" for name in ragpulse_replicas()}
+    (alertmanager,) = config["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"]
+    host, port = alertmanager.split(":")
+    assert host in services() and int(port) in published(services()[host])
+    mounts = _mounts("prometheus")
+    for rule_file in config["rule_files"]:
+        assert _host_path(mounts, rule_file).exists(), rule_file
+
+
+def _mounts(service: str) -> dict[str, Path]:
+    """container path -> host path of a service's bind mounts."""
+    mounts = {}
+    for volume in services()[service].get("volumes", []):
+        host, container = volume.split(":")[:2]
+        mounts[container] = (ROOT / host).resolve()
+    return mounts
+
+
+def _host_path(mounts: dict[str, Path], container_path: str) -> Path:
+    for container, host in mounts.items():
+        if container_path == container or container_path.startswith(container.rstrip("/") + "/"):
+            return host / os.path.relpath(container_path, container)
+    raise AssertionError(f"{container_path} is not mounted")
+
+
+def test_every_mounted_file_exists_and_every_image_is_pinned() -> None:
+    for name, service in services().items():
+        for volume in service.get("volumes", []):
+            host = volume.split(":")[0]
+            assert (ROOT / host).exists(), f"{name} mounts {host}, which does not exist"
+        image = service.get("image", "")
+        assert "build" in service or re.search(r":[\w.]+$", image), f"{name}: pin the image tag"
+        assert not image.endswith(":latest"), name
+    for name in ("demo-app", *ragpulse_replicas()):
+        assert services()[name]["build"] == "."
+
+
+def test_grafana_is_provisioned_with_the_datasource_and_the_dashboards() -> None:
+    mounts = _mounts("grafana")
+    provisioning = _host_path(mounts, "/etc/grafana/provisioning")
+    datasources = yaml.safe_load((provisioning / "datasources/prometheus.yml").read_text())
+    (datasource,) = datasources["datasources"]
+    assert datasource["type"] == "prometheus"
+    assert datasource["url"] == f"http://prometheus:{published(services()['prometheus'])[9090] and 9090}"
+    providers = yaml.safe_load((provisioning / "dashboards/ragpulse.yml").read_text())
+    (provider,) = providers["providers"]
+    dashboards = _host_path(mounts, provider["options"]["path"])
+    assert dashboards == (ROOT / "dashboards").resolve()
+    assert sorted(p.name for p in dashboards.glob("*.json")) == [
+        "ragpulse-judges.json",
+        "ragpulse-pipeline.json",
+        "ragpulse-quality.json",
+    ]
+    home = services()["grafana"]["environment"]["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"]
+    assert _host_path(mounts, home).exists()
+
+
+# -- Dockerfile ------------------------------------------------------------------------------
+
+
+def test_image_is_multi_stage_slim_non_root_with_a_healthcheck() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
+    stages = re.findall(r"^FROM (\S+)", dockerfile, re.M)
+    assert len(stages) >= 2 and all(s.endswith("-slim") or s.split(" ")[0].endswith("-slim") for s in stages)
     assert "--require-hashes" in dockerfile and "requirements/runtime.lock" in dockerfile
     assert "--no-deps ." in dockerfile
+    (user,) = re.findall(r"^USER (\S+)", dockerfile, re.M)
+    assert user.split(":")[0] not in ("0", "root")
+    assert re.search(r"^HEALTHCHECK .*\n?.*/healthz", dockerfile, re.M)
+    # Keys only at run time: no ENV or ARG names a key, token, password or secret.
+    for line in re.findall(r"^(?:ENV|ARG) .*$", dockerfile, re.M):
+        assert not re.search(r"KEY|TOKEN|PASSWORD|SECRET", line.split("#")[0]), line
+    assert "deploy/docker/entrypoint.sh" in dockerfile
+    exposed = {int(p) for p in re.findall(r"^EXPOSE (.*)$", dockerfile, re.M)[0].split()}
+    assert exposed == {4318, 9464}
+
+
+def test_entrypoint_reads_keys_from_mounted_secret_files(tmp_path: Path) -> None:
+    secret = tmp_path / "judge_key"
+    secret.write_text("sk-from-a-file")
+    stub = tmp_path / "bin" / "ragpulse"
+    stub.parent.mkdir()
+    stub.write_text('#!/bin/sh\necho "args=$*"\nenv\n')
+    stub.chmod(0o755)
+    environment = {"PATH": f"{stub.parent}:/usr/bin:/bin", "RAGPULSE_JUDGE_API_KEY_FILE": str(secret)}
+    result = subprocess.run(
+        ["sh", str(ROOT / "deploy/docker/entrypoint.sh"), "run"],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "args=run" in result.stdout
+    assert "RAGPULSE_JUDGE_API_KEY=sk-from-a-file" in result.stdout.splitlines()
+    # The _FILE variable is gone: the agent rejects settings it does not know.
+    assert "RAGPULSE_JUDGE_API_KEY_FILE" not in result.stdout
+
+    environment["RAGPULSE_JUDGE_API_KEY_FILE"] = str(tmp_path / "missing")
+    result = subprocess.run(
+        ["sh", str(ROOT / "deploy/docker/entrypoint.sh"), "run"],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 2 and "cannot be read" in result.stderr
+
+
+# -- Rules and dashboards --------------------------------------------------------------------
+
+
+def test_committed_rule_files_are_what_the_generator_writes() -> None:
+    module = rules_module()
+    for path, text in module.outputs().items():
+        assert path.read_text() == text, f"{path} is stale: python deploy/prometheus/generate_rules.py"
+    rule_file = yaml.safe_load(module.RULES_FILE.read_text())
+    prometheus_rule = yaml.safe_load(module.K8S_RULE_FILE.read_text())
+    assert prometheus_rule["spec"]["groups"] == rule_file["groups"]
+
+
+def test_rule_fallback_thresholds_are_the_agents_defaults() -> None:
+    assert rules_module().DEFAULT_THRESHOLDS == DEFAULT_ALERT_THRESHOLDS
+
+
+def test_every_alert_is_documented_and_labelled() -> None:
+    runbook = (ROOT / "docs/runbooks.md").read_text()
+    alerts = [r for g in rules_module().rule_groups() for r in g["rules"] if "alert" in r]
+    assert len(alerts) >= 11
+    for rule in alerts:
+        name = rule["alert"]
+        assert re.search(rf"^## {name}$", runbook, re.M), f"docs/runbooks.md has no section {name}"
+        section = runbook.split(f"## {name}\n", 1)[1].split("\n## ", 1)[0]
+        for part in ("**Means:**", "**Check first:**", "**Silence:**"):
+            assert part in section, f"{name}: runbook section lacks {part}"
+        assert rule["labels"]["severity"] in ("critical", "warning")
+        annotations = rule["annotations"]
+        assert annotations["summary"] and annotations["description"]
+        assert annotations["runbook_url"].endswith(f"docs/runbooks.md#{name.lower()}")
+    # Each promtool test file exercises every alert it names, and together they name all.
+    tested = "".join(p.read_text() for p in (ROOT / "deploy/prometheus/rules").glob("*.test.yml"))
+    for rule in alerts:
+        assert f"alertname: {rule['alert']}" in tested, f"no promtool test for {rule['alert']}"
+
+
+def test_rule_parameters_are_settable_from_the_command_line(tmp_path: Path) -> None:
+    module = rules_module()
+    params = module._params(["min_evaluations_5m=50", "for_override=1s"])
+    assert params.min_evaluations_5m == 50 and params.for_override == "1s"
+    text = module.render_rules(params)
+    assert "increase5m >= 50" in text and "for: 15m" not in text
+    with pytest.raises(SystemExit):
+        module._params(["no_such_knob=1"])
+
+
+def test_committed_dashboards_are_what_the_code_builds() -> None:
+    pytest.importorskip("grafana_foundation_sdk", reason="pip install -r requirements/test.lock")
+    build = load_module("dashboards/build.py")
+    for path, text in build.outputs().items():
+        assert path.read_text() == text, f"{path.name} is stale: python dashboards/build.py"
+
+
+def test_dashboards_use_template_variables_and_existing_recording_rules() -> None:
+    import json
+
+    recorded = {r["record"] for g in rules_module().rule_groups() for r in g["rules"] if "record" in r}
+    used = set()
+    for path in sorted((ROOT / "dashboards").glob("*.json")):
+        board = json.loads(path.read_text())
+        variables = {v["name"]: v for v in board["templating"]["list"]}
+        assert variables["datasource"]["type"] == "datasource"
+        assert {"service", "route"} <= set(variables)
+        for panel in board["panels"]:
+            if panel["type"] != "row":
+                assert panel["datasource"]["uid"] == "${datasource}", panel["title"]
+                for target in panel["targets"]:
+                    used.update(re.findall(r"\b[a-z_]+:[a-z_]+:[a-z_0-9]+\b", target["expr"]))
+    assert used <= recorded, used - recorded
+    quality = json.loads((ROOT / "dashboards/ragpulse-quality.json").read_text())
+    assert "metric" in {v["name"] for v in quality["templating"]["list"]}
+    assert {p["type"] for p in quality["panels"]} >= {"timeseries", "heatmap", "state-timeline"}
+    assert quality["annotations"]["list"], "alerts are drawn as annotations"
+
+
+# -- Kubernetes ------------------------------------------------------------------------------
+
+
+def manifests() -> dict[str, dict[str, Any]]:
+    return {
+        path.name: yaml.safe_load(path.read_text())
+        for path in sorted(K8S.glob("*.yaml"))
+        if path.name != "kustomization.yaml"
+    }
+
+
+def test_kubernetes_manifests_match_the_kubernetes_schemas() -> None:
+    kubernetes_validate = pytest.importorskip(
+        "kubernetes_validate",
+        reason="kubernetes-validate not installed: pip install -r requirements/test.lock",
+    )
+    version = kubernetes_validate.latest_version()
+    checked = 0
+    for resource in manifests().values():
+        if resource["apiVersion"].startswith("monitoring.coreos.com/"):
+            continue  # prometheus-operator CRDs: not in the Kubernetes schemas, checked below
+        kubernetes_validate.validate(resource, version, strict=True)
+        checked += 1
+    assert checked == 4
+    broken = manifests()["deployment.yaml"]
+    broken["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["memory"] = {"gb": 1}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, version, strict=True)
+
+
+def test_kustomization_lists_every_manifest() -> None:
+    kustomization = yaml.safe_load((K8S / "kustomization.yaml").read_text())
+    assert sorted(kustomization["resources"]) == sorted(manifests())
+
+
+def test_deployment_runs_the_configmap_settings_safely(tmp_path: Path) -> None:
+    resources = manifests()
+    config = tmp_path / "ragpulse.yaml"
+    config.write_text(resources["configmap.yaml"]["data"]["ragpulse.yaml"])
+    settings = load_settings(config_file=config, environ={})
+    assert settings.source == "kafka" and settings.kafka_group_id == "ragpulse"
+    pod = resources["deployment.yaml"]["spec"]["template"]["spec"]
+    assert pod["enableServiceLinks"] is False
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    (container,) = pod["containers"]
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert {"requests", "limits"} <= set(container["resources"])
+    (port,) = container["ports"]
+    assert port["containerPort"] == settings.metrics_address[1]
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    environment = {e["name"]: e for e in container["env"]}
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "config")
+    assert environment["RAGPULSE_CONFIG"]["value"] == f"{mount['mountPath']}/ragpulse.yaml"
+    key = environment["RAGPULSE_JUDGE_API_KEY"]["valueFrom"]["secretKeyRef"]
+    assert key["name"] == "ragpulse-judge"
+    # Graceful shutdown fits in the pod's grace period.
+    assert pod["terminationGracePeriodSeconds"] > settings.shutdown_timeout_seconds
+    # Replicas share one group, so useful replicas stop at the partition count.
+    assert resources["deployment.yaml"]["spec"]["replicas"] >= 2
+
+
+def test_service_monitor_scrapes_the_service_that_the_rules_watch() -> None:
+    resources = manifests()
+    service, monitor = resources["service.yaml"], resources["servicemonitor.yaml"]
+    assert service["metadata"]["name"] == rules_module().RuleParams().job
+    assert monitor["kind"] == "ServiceMonitor"
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["port"] in {p["name"] for p in service["spec"]["ports"]}
+    selector = service["spec"]["selector"]
+    pod_labels = resources["deployment.yaml"]["spec"]["template"]["metadata"]["labels"]
+    assert selector.items() <= pod_labels.items()
+    budget = resources["poddisruptionbudget.yaml"]
+    assert budget["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    assert resources["prometheusrule.yaml"]["kind"] == "PrometheusRule"

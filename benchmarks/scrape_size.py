@@ -1,0 +1,84 @@
+"""Size of one /metrics scrape at the default series budget.
+
+The agent bounds its labels: at most `max_label_values` (100) distinct services and 100 distinct
+routes (more become `__other__`), and drift series for at most `drift_max_series` (2000)
+(service, route, metric) triples. This fills a real `Telemetry` (the agent's own instruments)
+with every series the pipeline creates for each (service, route) pair it sees: interactions and
+sampled counters, the sample ratio per service, and per metric the evaluations counter, the score
+histogram and the drift gauges. Then it renders the exposition exactly as /metrics does, plain and
+gzipped (Prometheus asks for gzip).
+
+    python benchmarks/scrape_size.py
+"""
+
+from __future__ import annotations
+
+import gzip
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from prometheus_client import CollectorRegistry, generate_latest
+
+from agent.config import Settings
+from agent.labels import OVERFLOW
+from agent.telemetry import Telemetry
+
+METRICS = Settings().metrics
+
+
+def exposition(services: int, routes_per_service: int, shared_routes: bool) -> tuple[int, int, int, int]:
+    """(pairs, sample lines, bytes, gzipped bytes) of a scrape after traffic of that shape."""
+    defaults = Settings()
+    cap, drift_cap = defaults.max_label_values, defaults.drift_max_series
+    telemetry = Telemetry(CollectorRegistry())
+    seen_routes: set[str] = set()
+    drift_series = 0
+    pairs = set()
+    for s in range(services):
+        service = f"service-{s}" if s < cap else OVERFLOW
+        for r in range(routes_per_service):
+            route = f"/route-{r}" if shared_routes else f"/service-{s}/route-{r}"
+            if route not in seen_routes and len(seen_routes) >= cap:
+                route = OVERFLOW
+            seen_routes.add(route)
+            if (service, route) in pairs:
+                continue
+            pairs.add((service, route))
+            telemetry.interactions.labels(service, route).inc()
+            telemetry.interactions_sampled.labels(service, route).inc()
+            telemetry.sample_ratio.labels(service).set(1.0)
+            for metric in METRICS:
+                telemetry.evaluations.labels(service, route, metric, "ok").inc()
+                telemetry.score.labels(service, route, metric).observe(0.8)
+                if drift_series < drift_cap:
+                    drift_series += 1
+                    telemetry.drift_score.labels(service, route, metric).set(0.0)
+                    telemetry.drift_detected.labels(service, route, metric).set(0.0)
+    for name in ("ok", "error"):
+        telemetry.judge_requests.labels("lexical", name).inc()
+    telemetry.judge_latency.labels("lexical").observe(0.01)
+    for metric, value in defaults.alert_thresholds.items():
+        service, _, name = metric.rpartition("/")
+        telemetry.quality_threshold.labels(service, name).set(value)
+    body = generate_latest(telemetry.registry)
+    lines = sum(1 for line in body.splitlines() if line and not line.startswith(b"#"))
+    return len(pairs), lines, len(body), len(gzip.compress(body))
+
+
+def main() -> None:
+    shapes = [
+        ("1 service, 1 route", 1, 1, True),
+        ("10 services x 10 routes", 10, 10, False),
+        ("100 services x 1 route (service cap)", 100, 1, False),
+        ("every service on every route, at both caps", 101, 101, True),
+    ]
+    print(f"{'shape':<46} {'pairs':>6} {'samples':>8} {'bytes':>11} {'gzip':>9}")
+    for title, services, routes, shared in shapes:
+        pairs, lines, size, packed = exposition(services, routes, shared)
+        print(f"{title:<46} {pairs:>6} {lines:>8} {size / 1e6:>9.2f}MB {packed / 1e3:>7.0f}kB")
+
+
+if __name__ == "__main__":
+    main()

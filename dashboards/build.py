@@ -1,0 +1,524 @@
+"""ragpulse's Grafana dashboards, built as code with Grafana's foundation SDK.
+
+The JSON files beside this script are generated from it and committed; never edit them by hand:
+
+    python dashboards/build.py          # rewrite dashboards/*.json
+    python dashboards/build.py --check  # exit 1 if they differ (a test does this)
+
+Three dashboards: quality (score means against their alert thresholds, score distribution, drift),
+judges (calls, latency, errors, cache, tokens, cost) and pipeline (spans in, sampling, lag, dead
+letters, queue, oldest unfinished). The datasource, service, route and metric are template
+variables. Panels read the recording rules of deploy/prometheus/rules/ragpulse.rules.yml where one
+exists, so a dashboard shows exactly what the alerts see.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from grafana_foundation_sdk.builders import dashboard as dash
+from grafana_foundation_sdk.builders import heatmap, stat, statetimeline, timeseries
+from grafana_foundation_sdk.builders import prometheus as prom
+from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.models import common
+from grafana_foundation_sdk.models import dashboard as dash_model
+from grafana_foundation_sdk.models import heatmap as heatmap_model
+from grafana_foundation_sdk.models import prometheus as prom_model
+
+HERE = Path(__file__).resolve().parent
+DATASOURCE = dash_model.DataSourceRef(type_val="prometheus", uid="${datasource}")
+# Label matchers every quality query carries; "All" is ".*" so the regex matchers stay valid.
+SCORE_FILTER = 'service=~"$service",route=~"$route",metric=~"$metric"'
+ROUTE_FILTER = 'service=~"$service",route=~"$route"'
+QUALITY_ALERTS = "RagpulseQualityBelowThreshold|RagpulseQualityDrift|RagpulseQualityWeekOverWeekDrop"
+
+
+def query(expr: str, legend: str = "__auto", ref: str = "A") -> prom.Dataquery:
+    return prom.Dataquery().expr(expr).legend_format(legend).ref_id(ref).datasource(DATASOURCE)
+
+
+def _variables(*, quality: bool) -> list[Any]:
+    def label_values(name: str, label: str, selector: str) -> dash.QueryVariable:
+        return (
+            dash.QueryVariable(name)
+            .label(label)
+            .datasource(DATASOURCE)
+            .query(f"label_values({selector}, {name})")
+            .refresh(dash_model.VariableRefresh.ON_TIME_RANGE_CHANGED)
+            .sort(dash_model.VariableSort.ALPHABETICAL_ASC)
+            .multi(True)
+            .include_all(True)
+            .all_value(".*")
+        )
+
+    variables: list[Any] = [
+        dash.DatasourceVariable("datasource").label("Data source").type("prometheus"),
+        label_values("service", "Service", "ragpulse_interactions_total"),
+        label_values("route", "Route", 'ragpulse_interactions_total{service=~"$service"}'),
+    ]
+    if quality:
+        variables.append(label_values("metric", "Metric", "ragpulse_score_count"))
+    return variables
+
+
+def _base(uid: str, title: str, description: str, *, quality: bool = False) -> dash.Dashboard:
+    board = (
+        dash.Dashboard(title)
+        .uid(uid)
+        .description(description)
+        .tags(["ragpulse"])
+        .refresh("30s")
+        .time("now-6h", "now")
+        .timezone(common.TimeZoneBrowser)
+        .tooltip(dash_model.DashboardCursorSync.CROSSHAIR)
+        .link(
+            dash.DashboardLink("ragpulse dashboards")
+            .type(dash_model.DashboardLinkType.DASHBOARDS)
+            .tags(["ragpulse"])
+            .as_dropdown(True)
+            .include_vars(True)
+            .keep_time(True)
+        )
+    )
+    for variable in _variables(quality=quality):
+        board = board.with_variable(variable)
+    return board
+
+
+def _series(title: str, unit: str, *queries: prom.Dataquery, description: str = "") -> timeseries.Panel:
+    panel = timeseries.Panel().title(title).unit(unit).description(description).height(8).span(12)
+    panel = panel.datasource(DATASOURCE).fill_opacity(10).line_width(1)
+    for q in queries:
+        panel = panel.with_target(q)
+    return panel
+
+
+def _stat(title: str, unit: str, expr: str, description: str = "") -> stat.Panel:
+    return (
+        stat.Panel()
+        .title(title)
+        .unit(unit)
+        .description(description)
+        .height(4)
+        .span(6)
+        .datasource(DATASOURCE)
+        .with_target(query(expr, legend=title))
+    )
+
+
+def quality() -> dash.Dashboard:
+    mean = (
+        _series(
+            "Mean $metric (5m) against its alert threshold",
+            "percentunit",
+            query(
+                f'service_route_metric:ragpulse_score:mean5m{{{ROUTE_FILTER},metric="$metric"}}',
+                "{{service}} {{route}}",
+            ),
+            query(
+                f'service_route_metric:ragpulse_quality_threshold:effective{{{ROUTE_FILTER},metric="$metric"}}',
+                "{{service}} {{route}} threshold",
+                "B",
+            ),
+            description="rate(sum)/rate(count) of ragpulse_score across replicas; the dashed red lines "
+            "are the thresholds the agents export (alert_thresholds, per metric or per service). "
+            "RagpulseQualityBelowThreshold fires when a mean stays below its threshold for 15m on "
+            "at least 20 scores in 5m.",
+        )
+        .min(0)
+        .max(1)
+        .repeat("metric")
+        .repeat_direction("h")
+        .max_per_row(2)
+        .override_by_regexp(
+            ".* threshold$",
+            [
+                dash_model.DynamicConfigValue(id_val="color", value={"mode": "fixed", "fixedColor": "red"}),
+                dash_model.DynamicConfigValue(
+                    id_val="custom.lineStyle", value={"fill": "dash", "dash": [10, 10]}
+                ),
+                dash_model.DynamicConfigValue(id_val="custom.fillBelowTo", value=""),
+                dash_model.DynamicConfigValue(id_val="custom.fillOpacity", value=0),
+            ],
+        )
+    )
+    week = (
+        _series(
+            "1h mean against the same hour a week earlier",
+            "percentunit",
+            query(
+                f"service_route_metric:ragpulse_score:mean1h{{{SCORE_FILTER}}}",
+                "{{service}} {{route}} {{metric}}",
+            ),
+            query(
+                f"service_route_metric:ragpulse_score:mean1h{{{SCORE_FILTER}}} offset 1w",
+                "{{service}} {{route}} {{metric}} a week earlier",
+                "B",
+            ),
+            description="RagpulseQualityWeekOverWeekDrop fires when the 1h mean falls more than 0.1 below "
+            "the same hour a week earlier.",
+        )
+        .min(0)
+        .max(1)
+    )
+    distribution = (
+        heatmap.Panel()
+        .title("Score distribution")
+        .description("Scored interactions per score bucket (ragpulse_score histogram).")
+        .height(8)
+        .span(12)
+        .datasource(DATASOURCE)
+        .with_target(
+            query(
+                f"sum by (le) (increase(ragpulse_score_bucket{{{SCORE_FILTER}}}[$__rate_interval]))",
+                "{{le}}",
+            ).format(prom_model.PromQueryFormat.HEATMAP)
+        )
+        .calculate(False)
+        .color(heatmap.HeatmapColorOptions().mode(heatmap_model.HeatmapColorMode.SCHEME).scheme("Oranges"))
+        .y_axis(heatmap.YAxisConfig().unit("percentunit"))
+    )
+    drift_state = (
+        statetimeline.Panel()
+        .title("Drift detected")
+        .description("1 while the agent's drift detector confirms a drop below the learnt baseline.")
+        .height(8)
+        .span(12)
+        .datasource(DATASOURCE)
+        .with_target(
+            query(
+                f"max by (service, route, metric) (ragpulse_drift_detected{{{SCORE_FILTER}}})",
+                "{{service}} {{route}} {{metric}}",
+            )
+        )
+        .mappings(
+            [
+                dash_model.ValueMap(
+                    options={
+                        "0": dash_model.ValueMappingResult(text="stable", color="green"),
+                        "1": dash_model.ValueMappingResult(text="drift", color="red"),
+                    }
+                )
+            ]
+        )
+    )
+    drift_score = _series(
+        "Drift evidence (CUSUM over its threshold)",
+        "none",
+        query(
+            f"max by (service, route, metric) (ragpulse_drift_score{{{SCORE_FILTER}}})",
+            "{{service}} {{route}} {{metric}}",
+        ),
+        description="0 while scores sit at or above baseline; 1 at the alarm threshold (capped at 2).",
+    ).min(0)
+    volume = _series(
+        "Scored interactions per second",
+        "ops",
+        query(
+            f"sum by (service, route, metric) "
+            f"(rate(ragpulse_score_count{{{SCORE_FILTER}}}[$__rate_interval]))",
+            "{{service}} {{route}} {{metric}}",
+        ),
+        description="Means over few scores are noise: the quality alert needs 20 scores in 5m.",
+    )
+    outcomes = _series(
+        "Evaluation outcomes per second",
+        "ops",
+        query(
+            f"sum by (metric, outcome) "
+            f"(rate(ragpulse_evaluations_total{{{SCORE_FILTER}}}[$__rate_interval]))",
+            "{{metric}} {{outcome}}",
+        ),
+        description="ok: scored; skipped: undefined (no chunks, no claims), never a 0; "
+        "error: the judge failed.",
+    )
+    alert_annotation = (
+        dash.AnnotationQuery()
+        .name("Quality alerts")
+        .datasource(DATASOURCE)
+        .enable(True)
+        .icon_color("red")
+        .expr(f'ALERTS{{alertname=~"{QUALITY_ALERTS}",alertstate="firing",{SCORE_FILTER}}}')
+    )
+    return (
+        _base(
+            "ragpulse-quality",
+            "ragpulse / Quality",
+            "Retrieval and answer quality per service, route and metric: means against their alert "
+            "thresholds, score distribution, drift.",
+            quality=True,
+        )
+        .annotation(alert_annotation)
+        .with_row(dash.Row("Means against thresholds"))
+        .with_panel(mean)
+        .with_row(dash.Row("Drift"))
+        .with_panel(drift_state)
+        .with_panel(drift_score)
+        .with_panel(week)
+        .with_panel(distribution)
+        .with_row(dash.Row("Volume"))
+        .with_panel(volume)
+        .with_panel(outcomes)
+    )
+
+
+def judges() -> dash.Dashboard:
+    return (
+        _base(
+            "ragpulse-judges",
+            "ragpulse / Judges",
+            "Judge calls, latency, errors, verdict cache, tokens and cost.",
+        )
+        .with_row(dash.Row("Calls"))
+        .with_panel(
+            _stat(
+                "Judge error ratio (5m)",
+                "percentunit",
+                "max(model:ragpulse_judge_requests:error_ratio_rate5m)",
+            )
+        )
+        .with_panel(
+            _stat("Cache hit ratio (5m)", "percentunit", "avg(job:ragpulse_judge_cache_hits:ratio_rate5m)")
+        )
+        .with_panel(_stat("Cost, last hour", "currencyUSD", "sum(model:ragpulse_judge_cost_usd:increase1h)"))
+        .with_panel(_stat("Budget exhausted", "bool", "max(ragpulse_judge_budget_exhausted)"))
+        .with_panel(
+            _series(
+                "Judge calls per second",
+                "reqps",
+                query(
+                    "sum by (model, outcome) (rate(ragpulse_judge_requests_total[$__rate_interval]))",
+                    "{{model}} {{outcome}}",
+                ),
+            )
+        )
+        .with_panel(
+            _series(
+                "Judge latency",
+                "s",
+                query(
+                    "histogram_quantile(0.5, sum by (model, le) "
+                    "(rate(ragpulse_judge_latency_seconds_bucket[$__rate_interval])))",
+                    "{{model}} p50",
+                ),
+                query(
+                    "histogram_quantile(0.95, sum by (model, le) "
+                    "(rate(ragpulse_judge_latency_seconds_bucket[$__rate_interval])))",
+                    "{{model}} p95",
+                    "B",
+                ),
+            )
+        )
+        .with_panel(
+            _series(
+                "Judge error ratio",
+                "percentunit",
+                query("model:ragpulse_judge_requests:error_ratio_rate5m", "{{model}}"),
+                description="RagpulseJudgeErrors fires above 10% on at least 20 calls in 5m.",
+            ).min(0)
+        )
+        .with_panel(
+            _series(
+                "Verdict cache",
+                "percentunit",
+                query("job:ragpulse_judge_cache_hits:ratio_rate5m", "hit ratio"),
+                description="Only cache misses are sent to the judge.",
+            )
+            .min(0)
+            .max(1)
+        )
+        .with_row(dash.Row("Usage and cost"))
+        .with_panel(
+            _series(
+                "Tokens per second",
+                "short",
+                query(
+                    "sum by (model, kind) (rate(ragpulse_judge_tokens_total[$__rate_interval]))",
+                    "{{model}} {{kind}}",
+                ),
+            )
+        )
+        .with_panel(
+            _series(
+                "Cost per hour (USD)",
+                "currencyUSD",
+                query("model:ragpulse_judge_cost_usd:increase1h", "{{model}}"),
+                query(
+                    "sum by (model) (rate(ragpulse_judge_unpriced_calls_total[$__rate_interval])) * 3600",
+                    "{{model}} unpriced calls per hour",
+                    "B",
+                ),
+                description="As litellm prices it; calls it has no price for are counted apart.",
+            )
+        )
+        .with_panel(
+            _series(
+                "Verdict cache errors per second",
+                "ops",
+                query(
+                    "sum by (operation) (rate(ragpulse_judge_cache_errors_total[$__rate_interval]))",
+                    "{{operation}}",
+                ),
+                description="Redis operations that failed; evaluation went on uncached.",
+            )
+        )
+    )
+
+
+def pipeline() -> dash.Dashboard:
+    return (
+        _base(
+            "ragpulse-pipeline",
+            "ragpulse / Pipeline",
+            "Spans in, assembly, sampling, Kafka lag, dead letters, evaluation queue.",
+        )
+        .with_row(dash.Row("Health"))
+        .with_panel(_stat("Agents up", "none", 'sum(up{job="ragpulse"})'))
+        .with_panel(_stat("Evaluation queue", "none", "sum(ragpulse_evaluation_queue_depth)"))
+        .with_panel(_stat("Oldest unfinished", "s", "max(ragpulse_oldest_unfinished_seconds)"))
+        .with_panel(_stat("Consumer lag", "short", "sum(topic:ragpulse_consumer_lag:sum)"))
+        .with_row(dash.Row("Intake"))
+        .with_panel(
+            _series(
+                "Spans received per second",
+                "ops",
+                query(
+                    "sum by (source) (rate(ragpulse_spans_received_total[$__rate_interval]))", "{{source}}"
+                ),
+                query(
+                    "sum by (reason) (rate(ragpulse_spans_skipped_total[$__rate_interval]))",
+                    "skipped: {{reason}}",
+                    "B",
+                ),
+            )
+        )
+        .with_panel(
+            _series(
+                "Interactions per second",
+                "ops",
+                query(
+                    f"sum by (service, route) "
+                    f"(rate(ragpulse_interactions_total{{{ROUTE_FILTER}}}[$__rate_interval]))",
+                    "{{service}} {{route}}",
+                ),
+                query(
+                    f"sum by (service, route) "
+                    f"(rate(ragpulse_interactions_sampled_total{{{ROUTE_FILTER}}}[$__rate_interval]))",
+                    "{{service}} {{route}} sampled",
+                    "B",
+                ),
+            )
+        )
+        .with_panel(
+            _series(
+                "Evaluated share of traffic",
+                "percentunit",
+                query(
+                    f"service_route:ragpulse_interactions_sampled:ratio_rate5m{{{ROUTE_FILTER}}}",
+                    "{{service}} {{route}}",
+                ),
+                query(
+                    'max by (service) (ragpulse_sample_ratio{service=~"$service"})', "{{service}} rate", "B"
+                ),
+                description="Lowered by per-service rates and by the judge budget.",
+            )
+            .min(0)
+            .max(1)
+        )
+        .with_panel(
+            _series(
+                "Refused requests and dead letters per second",
+                "ops",
+                query(
+                    "sum by (source, reason) (rate(ragpulse_requests_refused_total[$__rate_interval]))",
+                    "refused {{source}} {{reason}}",
+                ),
+                query(
+                    "sum by (reason) (rate(ragpulse_dead_letters_total[$__rate_interval]))",
+                    "dead letter {{reason}}",
+                    "B",
+                ),
+            )
+        )
+        .with_row(dash.Row("Backlog"))
+        .with_panel(
+            _series(
+                "Kafka consumer lag",
+                "short",
+                query("max by (topic, partition) (ragpulse_consumer_lag)", "{{topic}}/{{partition}}"),
+                description="High watermark minus committed offset; RagpulseConsumerLagGrowing fires when "
+                "it exceeds 1000 and keeps growing for 15m.",
+            )
+        )
+        .with_panel(
+            _series(
+                "Evaluation queue and assembler buffer",
+                "short",
+                query("sum(ragpulse_evaluation_queue_depth)", "queued for evaluation"),
+                query("sum(ragpulse_assembler_buffered_traces)", "traces waiting for their spans", "B"),
+            )
+        )
+        .with_panel(
+            _series(
+                "Oldest unfinished interaction",
+                "s",
+                query("max by (instance) (ragpulse_oldest_unfinished_seconds)", "{{instance}}"),
+                description="RagpulseEvaluationBacklogStale fires above 15m.",
+            )
+        )
+        .with_panel(
+            _series(
+                "Intake paused",
+                "bool",
+                query("max by (reason) (ragpulse_intake_paused)", "{{reason}}"),
+                query("sum(ragpulse_kafka_assigned_partitions)", "assigned partitions", "B"),
+            )
+        )
+    )
+
+
+DASHBOARDS = {"quality": quality, "judges": judges, "pipeline": pipeline}
+
+
+def render(name: str) -> str:
+    board = DASHBOARDS[name]().build()
+    return JSONEncoder(sort_keys=True, indent=2).encode(board) + "\n"
+
+
+def outputs() -> dict[Path, str]:
+    return {HERE / f"ragpulse-{name}.json": render(name) for name in DASHBOARDS}
+
+
+def expressions(board: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    """(panel title, PromQL) of every panel target and annotation of a dashboard's JSON."""
+    for panel in board.get("panels", []):
+        for child in [panel, *panel.get("panels", [])]:
+            for target in child.get("targets", []):
+                yield child.get("title", ""), target["expr"]
+    for annotation in board.get("annotations", {}).get("list", []):
+        if "expr" in annotation:
+            yield f"annotation {annotation['name']}", annotation["expr"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 if the committed JSON differs")
+    args = parser.parse_args(argv)
+    stale = []
+    for path, text in outputs().items():
+        if args.check:
+            if not path.exists() or path.read_text() != text:
+                stale.append(path)
+        else:
+            path.write_text(text)
+    for path in stale:
+        print(f"{path.name} is out of date: run python dashboards/build.py")
+    return 1 if stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

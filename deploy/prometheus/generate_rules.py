@@ -1,0 +1,413 @@
+"""Prometheus recording and alert rules for ragpulse, as code.
+
+The committed rule files are generated from this module, never edited by hand:
+
+    python deploy/prometheus/generate_rules.py          # rewrite the files
+    python deploy/prometheus/generate_rules.py --check  # exit 1 if they differ (a test does this)
+
+It writes `deploy/prometheus/rules/ragpulse.rules.yml` (loaded by Prometheus, unit-tested by
+`ragpulse.rules.test.yml` with promtool) and `deploy/k8s/prometheusrule.yaml` (the same groups as
+a prometheus-operator PrometheusRule). The quality thresholds are not in the rules: every agent
+exports `ragpulse_quality_threshold{metric}` from its `alert_thresholds` setting, and the rules
+compare against it (falling back to the defaults below while no agent exports it). The other
+knobs are `RuleParams`, settable with `--set name=value`. Tests generate a copy with every
+`for:` shortened (`for_override`) so that a real Prometheus fires the same rules in seconds.
+
+Scores are averaged as rate(sum) / rate(count) of the `ragpulse_score` histogram summed across
+replicas, never as an average of per-replica averages (which would weight a quiet replica like a
+busy one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+RULES_FILE = ROOT / "deploy/prometheus/rules/ragpulse.rules.yml"
+K8S_RULE_FILE = ROOT / "deploy/k8s/prometheusrule.yaml"
+
+# Must match agent.config.DEFAULT_ALERT_THRESHOLDS (a test checks): the fallback used while no
+# agent exports ragpulse_quality_threshold.
+DEFAULT_THRESHOLDS = {
+    "faithfulness": 0.80,
+    "context_relevancy": 0.60,
+    "answer_relevancy": 0.70,
+    "context_precision": 0.70,
+}
+
+SCORE_KEY = "service, route, metric"
+
+
+@dataclass(frozen=True)
+class RuleParams:
+    """Everything an operator may tune in the rules (quality thresholds live in the agent)."""
+
+    job: str = "ragpulse"
+    runbook_base: str = "https://github.com/ragpulse/ragpulse/blob/main/docs/runbooks.md"
+    # A mean over fewer scored interactions than this cannot page (a trickle is noise).
+    min_evaluations_5m: int = 20
+    min_evaluations_1h: int = 100
+    quality_for: str = "15m"
+    drift_for: str = "5m"
+    week_drop: float = 0.10
+    week_drop_for: str = "30m"
+    judge_error_ratio: float = 0.10
+    judge_min_calls_5m: int = 20
+    judge_errors_for: str = "10m"
+    budget_for: str = "15m"
+    lag_messages: int = 1000
+    lag_for: str = "15m"
+    dead_letters_10m: int = 10
+    dead_letters_for: str = "5m"
+    stalled_for: str = "10m"
+    oldest_unfinished_seconds: int = 900
+    oldest_unfinished_for: str = "5m"
+    down_for: str = "2m"
+    absent_for: str = "5m"
+    # Tests only: replaces every `for:` so a real Prometheus fires the same rules in seconds.
+    for_override: str | None = None
+
+
+def _mean(window: str) -> dict[str, str]:
+    return {
+        "record": f"service_route_metric:ragpulse_score:mean{window}",
+        "expr": f"sum by ({SCORE_KEY}) (rate(ragpulse_score_sum[{window}]))\n"
+        f"/\nsum by ({SCORE_KEY}) (rate(ragpulse_score_count[{window}]))",
+    }
+
+
+def _count(window: str) -> dict[str, str]:
+    return {
+        "record": f"service_route_metric:ragpulse_score_count:increase{window}",
+        "expr": f"sum by ({SCORE_KEY}) (increase(ragpulse_score_count[{window}]))",
+    }
+
+
+def _thresholds() -> list[dict[str, str]]:
+    """The threshold of every scored series: its service's own, else its metric's, else the default.
+
+    Agents export `ragpulse_quality_threshold{metric}` for every service and
+    `ragpulse_quality_threshold{service,metric}` for one; max: while replicas disagree (a
+    rollout), the stricter threshold wins.
+    """
+    fallbacks = "\n".join(
+        f'or label_replace(vector({value}), "metric", "{metric}", "", "")'
+        for metric, value in DEFAULT_THRESHOLDS.items()
+    )
+    # `count * 0 +` gives the threshold the labels of each series that has scores in 5m.
+    scored = "0 * service_route_metric:ragpulse_score_count:increase5m"
+    per_service, per_metric = (
+        "service_metric:ragpulse_quality_threshold:max",
+        "metric:ragpulse_quality_threshold:max",
+    )
+    return [
+        {
+            "record": "metric:ragpulse_quality_threshold:max",
+            "expr": f'max by (metric) (ragpulse_quality_threshold{{service=""}})\n{fallbacks}',
+        },
+        {
+            "record": "service_metric:ragpulse_quality_threshold:max",
+            "expr": 'max by (service, metric) (ragpulse_quality_threshold{service!=""})',
+        },
+        {
+            "record": "service_route_metric:ragpulse_quality_threshold:effective",
+            "expr": f"{scored}\n  + on (service, metric) group_left () {per_service}\n"
+            f"or\n{scored}\n  + on (metric) group_left () {per_metric}",
+        },
+    ]
+
+
+def recording_rules() -> list[dict[str, str]]:
+    judge = "ragpulse_judge_requests_total"
+    return [
+        _mean("5m"),
+        _mean("1h"),
+        _mean("1d"),
+        _count("5m"),
+        _count("1h"),
+        *_thresholds(),
+        {
+            "record": "model:ragpulse_judge_requests:error_ratio_rate5m",
+            # `or ... * 0`: a model with no failed call has ratio 0, not no data.
+            "expr": f'(sum by (model) (rate({judge}{{outcome!="ok"}}[5m])) or sum by (model) '
+            f"(rate({judge}[5m])) * 0)\n/\nsum by (model) (rate({judge}[5m]))",
+        },
+        {
+            "record": "job:ragpulse_judge_cache_hits:ratio_rate5m",
+            "expr": "sum by (job) (rate(ragpulse_judge_cache_hits_total[5m]))\n/\n"
+            "(sum by (job) (rate(ragpulse_judge_cache_hits_total[5m])) "
+            "+ sum by (job) (rate(ragpulse_judge_cache_misses_total[5m])))",
+        },
+        {
+            "record": "model:ragpulse_judge_cost_usd:increase1h",
+            "expr": "sum by (model) (increase(ragpulse_judge_cost_usd_total[1h]))",
+        },
+        {
+            "record": "service_route:ragpulse_interactions_sampled:ratio_rate5m",
+            "expr": "(sum by (service, route) (rate(ragpulse_interactions_sampled_total[5m])) "
+            "or sum by (service, route) (rate(ragpulse_interactions_total[5m])) * 0)\n/\n"
+            "sum by (service, route) (rate(ragpulse_interactions_total[5m]))",
+        },
+        {
+            # One owner per partition; max drops a stale value a replica may hold after a rebalance.
+            "record": "topic:ragpulse_consumer_lag:sum",
+            "expr": "sum by (topic) (max by (topic, partition) (ragpulse_consumer_lag))",
+        },
+    ]
+
+
+def _quality_value(window: str) -> str:
+    series = f"service_route_metric:ragpulse_score:mean{window}"
+    return (
+        f'{{{{ with printf "{series}{{service=%q,route=%q,metric=%q}}" '
+        "$labels.service $labels.route $labels.metric | query }}"
+        '{{ . | first | value | printf "%.3f" }}{{ end }}'
+    )
+
+
+_THRESHOLD_VALUE = (
+    '{{ with printf "service_route_metric:ragpulse_quality_threshold:effective'
+    '{service=%q,route=%q,metric=%q}" $labels.service $labels.route $labels.metric | query }}'
+    '{{ . | first | value | printf "%.2f" }}{{ end }}'
+)
+_COUNT_5M = (
+    '{{ with printf "service_route_metric:ragpulse_score_count:increase5m{service=%q,route=%q,metric=%q}" '
+    "$labels.service $labels.route $labels.metric | query }}"
+    '{{ . | first | value | printf "%.0f" }}{{ end }}'
+)
+_WHERE = "{{ $labels.metric }} of {{ $labels.service }} {{ $labels.route }}"
+
+
+def alert_rules(p: RuleParams) -> list[dict[str, Any]]:
+    score_key = SCORE_KEY
+    alerts: list[dict[str, Any]] = [
+        {
+            "alert": "RagpulseQualityBelowThreshold",
+            "expr": "(\n  service_route_metric:ragpulse_score:mean5m\n"
+            f"  < on ({score_key}) service_route_metric:ragpulse_quality_threshold:effective\n)\n"
+            f"and on ({score_key})\n"
+            f"  service_route_metric:ragpulse_score_count:increase5m >= {p.min_evaluations_5m}",
+            "for": p.quality_for,
+            "severity": "critical",
+            "summary": f"{_WHERE} below its threshold",
+            "description": f'The 5m mean of {_WHERE} is {{{{ $value | printf "%.3f" }}}}, below '
+            f"the threshold {_THRESHOLD_VALUE}, over {_COUNT_5M} scored interactions, for "
+            f"{p.quality_for}.",
+        },
+        {
+            "alert": "RagpulseQualityDrift",
+            "expr": f"max by ({score_key}) (ragpulse_drift_detected) == 1",
+            "for": p.drift_for,
+            "severity": "critical",
+            "summary": f"{_WHERE} dropped below its baseline",
+            "description": "The agent's drift detector (CUSUM confirmed by a window test) flags a "
+            f"drop of {_WHERE} below its learnt baseline; the 5m mean is now {_quality_value('5m')} "
+            "and the 1d mean {quality_1d}.".replace("{quality_1d}", _quality_value("1d")),
+        },
+        {
+            "alert": "RagpulseQualityWeekOverWeekDrop",
+            "expr": "(\n  service_route_metric:ragpulse_score:mean1h offset 1w\n"
+            "  - service_route_metric:ragpulse_score:mean1h\n"
+            f") > {p.week_drop}\n"
+            f"and on ({score_key})\n"
+            f"  service_route_metric:ragpulse_score_count:increase1h >= {p.min_evaluations_1h}\n"
+            f"and on ({score_key})\n"
+            f"  service_route_metric:ragpulse_score_count:increase1h offset 1w >= {p.min_evaluations_1h}",
+            "for": p.week_drop_for,
+            "severity": "warning",
+            "summary": f"{_WHERE} is lower than the same hour a week ago",
+            "description": f"The 1h mean of {_WHERE} is {_quality_value('1h')}, "
+            f'{{{{ $value | printf "%.3f" }}}} below the same hour a week earlier '
+            f"(alerting above a drop of {p.week_drop}).",
+        },
+        {
+            "alert": "RagpulseJudgeErrors",
+            "expr": f"model:ragpulse_judge_requests:error_ratio_rate5m > {p.judge_error_ratio}\n"
+            "and on (model)\n"
+            f"  sum by (model) (increase(ragpulse_judge_requests_total[5m])) >= {p.judge_min_calls_5m}",
+            "for": p.judge_errors_for,
+            "severity": "warning",
+            "summary": "Judge {{ $labels.model }} is failing",
+            "description": "{{ $value | humanizePercentage }} of the calls to judge {{ $labels.model }} "
+            f"failed over the last 5m (alerting above {p.judge_error_ratio:.0%}); failed "
+            "evaluations are counted as errors, never as scores, so quality series thin out.",
+        },
+        {
+            "alert": "RagpulseJudgeBudgetExhausted",
+            "expr": "max by (job) (ragpulse_judge_budget_exhausted) == 1",
+            "for": p.budget_for,
+            "severity": "warning",
+            "summary": "Judge budget spent: sampling is throttled",
+            "description": "The judge budget (budget_calls_per_minute / budget_usd_per_hour) has been "
+            f"spent for {p.budget_for}; sampling is lowered, so fewer interactions are scored.",
+        },
+        {
+            "alert": "RagpulseConsumerLagGrowing",
+            "expr": f"topic:ragpulse_consumer_lag:sum > {p.lag_messages}\n"
+            "and\n  delta(topic:ragpulse_consumer_lag:sum[15m]) > 0",
+            "for": p.lag_for,
+            "severity": "warning",
+            "summary": "ragpulse is falling behind on {{ $labels.topic }}",
+            "description": '{{ $value | printf "%.0f" }} messages of {{ $labels.topic }} are not yet '
+            f"committed and the lag has grown over 15m (alerting above {p.lag_messages}).",
+        },
+        {
+            "alert": "RagpulseDeadLetters",
+            "expr": f"sum by (reason) (increase(ragpulse_dead_letters_total[10m])) > {p.dead_letters_10m}",
+            "for": p.dead_letters_for,
+            "severity": "warning",
+            "summary": "Input is being dead-lettered ({{ $labels.reason }})",
+            "description": '{{ $value | printf "%.0f" }} inputs were dead-lettered with reason '
+            "{{ $labels.reason }} in the last 10m "
+            f"(alerting above {p.dead_letters_10m}).",
+        },
+        {
+            "alert": "RagpulseEvaluationsStalled",
+            "expr": "sum by (job) (rate(ragpulse_interactions_sampled_total[10m])) > 0\n"
+            "unless on (job)\n  sum by (job) (rate(ragpulse_evaluations_total[10m])) > 0",
+            "for": p.stalled_for,
+            "severity": "critical",
+            "summary": "Interactions are sampled but none is evaluated",
+            "description": '{{ $value | printf "%.2f" }} interactions/s were sampled for evaluation '
+            "over the last 10m and not one evaluation finished.",
+        },
+        {
+            "alert": "RagpulseEvaluationBacklogStale",
+            "expr": f"max by (job) (ragpulse_oldest_unfinished_seconds) > {p.oldest_unfinished_seconds}",
+            "for": p.oldest_unfinished_for,
+            "severity": "warning",
+            "summary": "An interaction has waited too long to be scored",
+            "description": "The oldest interaction taken in and not yet scored is {{ $value | "
+            f"humanizeDuration }}}} old (alerting above {p.oldest_unfinished_seconds}s).",
+        },
+        {
+            "alert": "RagpulseAgentDown",
+            "expr": f'up{{job="{p.job}"}} == 0',
+            "for": p.down_for,
+            "severity": "critical",
+            "summary": "ragpulse agent {{ $labels.instance }} is down",
+            "description": "Prometheus cannot scrape the ragpulse agent {{ $labels.instance }}; "
+            "its partitions move to the other replicas, and with none left nothing is scored.",
+        },
+        {
+            "alert": "RagpulseAgentAbsent",
+            "expr": f'absent(up{{job="{p.job}"}})',
+            "for": p.absent_for,
+            "severity": "critical",
+            "summary": "No ragpulse agent is scraped",
+            "description": f'Prometheus has no target for job "{p.job}": retrieval quality is '
+            "not being watched at all.",
+        },
+    ]
+    return [_alert(p, spec) for spec in alerts]
+
+
+def _alert(p: RuleParams, spec: dict[str, Any]) -> dict[str, Any]:
+    name = spec["alert"]
+    return {
+        "alert": name,
+        "expr": spec["expr"],
+        "for": p.for_override or spec["for"],
+        "labels": {"severity": spec["severity"]},
+        "annotations": {
+            "summary": spec["summary"],
+            "description": spec["description"],
+            "runbook_url": f"{p.runbook_base}#{name.lower()}",
+        },
+    }
+
+
+def extra_groups(p: RuleParams) -> list[dict[str, Any]]:
+    """Rule groups that other parts of ragpulse add.
+
+    Trust (prediction-powered estimates): the alert on the lower bound of
+    `ragpulse_quality_estimate{service,route,metric,bound}` goes here, as its own group.
+    """
+    return []
+
+
+def rule_groups(p: RuleParams | None = None) -> list[dict[str, Any]]:
+    p = p or RuleParams()
+    # One group: rules of a group run in order at the same timestamp, so every alert reads the
+    # recording rules of this evaluation (across groups it could read the previous one).
+    return [
+        {"name": "ragpulse", "rules": [*recording_rules(), *alert_rules(p)]},
+        *extra_groups(p),
+    ]
+
+
+class _Dumper(yaml.SafeDumper):
+    pass
+
+
+def _block_strings(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _block_strings)
+
+HEADER = "# Generated by deploy/prometheus/generate_rules.py; edit that file, not this one.\n"
+
+
+def render_rules(p: RuleParams | None = None) -> str:
+    body = yaml.dump({"groups": rule_groups(p)}, Dumper=_Dumper, sort_keys=False, width=100_000)
+    return HEADER + body
+
+
+def render_prometheus_rule(p: RuleParams | None = None) -> str:
+    resource = {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "PrometheusRule",
+        "metadata": {
+            "name": "ragpulse",
+            "labels": {"app.kubernetes.io/name": "ragpulse", "release": "prometheus"},
+        },
+        "spec": {"groups": rule_groups(p)},
+    }
+    return HEADER + yaml.dump(resource, Dumper=_Dumper, sort_keys=False, width=100_000)
+
+
+def outputs(p: RuleParams | None = None) -> dict[Path, str]:
+    return {RULES_FILE: render_rules(p), K8S_RULE_FILE: render_prometheus_rule(p)}
+
+
+def _params(assignments: list[str]) -> RuleParams:
+    fields = {f.name: f for f in dataclasses.fields(RuleParams)}
+    values: dict[str, Any] = {}
+    for assignment in assignments:
+        name, _, raw = assignment.partition("=")
+        if name not in fields:
+            raise SystemExit(f"unknown parameter {name!r}; choose from {sorted(fields)}")
+        default = getattr(RuleParams(), name)
+        values[name] = type(default)(raw) if default is not None else raw
+    return RuleParams(**values)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 if the committed files differ")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="a RuleParams field")
+    args = parser.parse_args(argv)
+    stale = []
+    for path, text in outputs(_params(args.set)).items():
+        if args.check:
+            if not path.exists() or path.read_text() != text:
+                stale.append(path)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+    for path in stale:
+        print(f"{path.relative_to(ROOT)} is out of date: run python deploy/prometheus/generate_rules.py")
+    return 1 if stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

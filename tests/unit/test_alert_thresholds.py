@@ -1,0 +1,75 @@
+"""alert_thresholds: set from YAML or the environment, exported for the alert rules to read."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from agent.config import DEFAULT_ALERT_THRESHOLDS, ConfigError, load_settings
+
+
+def test_defaults_are_the_documented_thresholds() -> None:
+    assert load_settings(environ={}).alert_thresholds == {
+        "faithfulness": 0.8,
+        "context_relevancy": 0.6,
+        "answer_relevancy": 0.7,
+        "context_precision": 0.7,
+    }
+
+
+def test_environment_sets_some_and_the_rest_keep_their_defaults() -> None:
+    settings = load_settings(environ={"RAGPULSE_ALERT_THRESHOLDS": "faithfulness=0.9, context_precision=0.5"})
+    assert settings.alert_thresholds == {
+        **DEFAULT_ALERT_THRESHOLDS,
+        "faithfulness": 0.9,
+        "context_precision": 0.5,
+    }
+
+
+def test_a_service_can_have_its_own_threshold() -> None:
+    settings = load_settings(environ={"RAGPULSE_ALERT_THRESHOLDS": "checkout/faithfulness=0.9"})
+    assert settings.alert_thresholds == {**DEFAULT_ALERT_THRESHOLDS, "checkout/faithfulness": 0.9}
+    with pytest.raises(ConfigError, match="unknown metric"):
+        load_settings(environ={"RAGPULSE_ALERT_THRESHOLDS": "checkout/groundedness=0.9"})
+
+
+def test_yaml_mapping(tmp_path: Path) -> None:
+    config = tmp_path / "ragpulse.yaml"
+    config.write_text("alert_thresholds:\n  answer_relevancy: 0.55\n")
+    settings = load_settings(config_file=config, environ={})
+    assert settings.alert_thresholds["answer_relevancy"] == 0.55
+    assert settings.alert_thresholds["faithfulness"] == 0.8
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("faithfulness=1.5", "within [0, 1]"),
+        ("faithfulness=high", "must be a number"),
+        ("groundedness=0.5", "unknown metric"),
+        ("faithfulness", "expected metric=VALUE"),
+    ],
+)
+def test_bad_thresholds_stop_the_start_naming_the_setting(value: str, message: str) -> None:
+    with pytest.raises(ConfigError, match="alert_thresholds") as error:
+        load_settings(environ={"RAGPULSE_ALERT_THRESHOLDS": value})
+    assert message in str(error.value)
+
+
+def test_the_agent_exports_its_thresholds() -> None:
+    from agent.pipeline import build_agent
+
+    registry = CollectorRegistry()
+    settings = load_settings(
+        environ={"RAGPULSE_ALERT_THRESHOLDS": "faithfulness=0.65,checkout/answer_relevancy=0.9"}
+    )
+    build_agent(settings, registry)
+    exported = {
+        metric: registry.get_sample_value("ragpulse_quality_threshold", {"service": "", "metric": metric})
+        for metric in DEFAULT_ALERT_THRESHOLDS
+    }
+    assert exported == {**DEFAULT_ALERT_THRESHOLDS, "faithfulness": 0.65}
+    labels = {"service": "checkout", "metric": "answer_relevancy"}
+    assert registry.get_sample_value("ragpulse_quality_threshold", labels) == 0.9
