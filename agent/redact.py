@@ -40,7 +40,7 @@ _EMAIL = re.compile(
     r"[A-Za-z]{2,24}\b"
 )
 # Digit runs with single spaces or dashes between digits; 13-19 digits are checked with Luhn.
-_CARD = re.compile(r"(?<![\w-])\d(?:[ -]?\d){12,18}(?![\w-])")
+_CARD = re.compile(r"(?<![\w-])\d(?:[ -]?\d){12,}(?![\w-])")
 # Country code, check digits, then 11-30 alphanumerics, optionally in groups separated by spaces.
 _IBAN = re.compile(r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}(?![A-Za-z0-9])")
 _IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?![\w]|\.\d)")
@@ -50,6 +50,7 @@ _IPV6 = re.compile(
 )
 # A phone candidate: optional +, then digits with the separators people write; 7-20 digits.
 _PHONE = re.compile(r"(?<![\w+])(?:\+|00)?\(?\d[\d \-.()/]{5,40}\d(?![\w])")
+_ISO_DATE = re.compile(r"\d{4}-\d{1,2}-\d{1,2}")
 # Runs of digits and the separators of cards, IPv4 addresses and phone numbers: the only places
 # those three detectors look, so prose is scanned once instead of three times.
 _RUN = re.compile(r"[+(]?\d[\d \-.()/]{5,}\d")
@@ -105,11 +106,43 @@ def _emails(text: str) -> Iterable[Finding]:
         yield Finding(m.start(), m.end(), "email", m.group().casefold())
 
 
+def _card_digits(candidate: str) -> str | None:
+    """The digits of a plausible card number: 13-19 digits, written in one piece or in groups of
+    3-6 (4-4-4-4, 4-6-5, ...), passing the Luhn check."""
+    groups = re.split(r"[ -]", candidate)
+    digits = "".join(groups)
+    if not 13 <= len(digits) <= 19:
+        return None
+    if len(groups) > 1 and not all(3 <= len(g) <= 6 for g in groups):
+        return None
+    return digits if luhn_valid(digits) else None
+
+
 def _cards(text: str) -> Iterable[Finding]:
     for m in _in_runs(_CARD, text):
-        digits = re.sub(r"[ -]", "", m.group())
-        if 13 <= len(digits) <= 19 and luhn_valid(digits):
+        digits = _card_digits(m.group())
+        if digits is not None:
             yield Finding(m.start(), m.end(), "card", digits)
+            continue
+        # A card number next to other figures ("… 0958 4111 1111 1111 1111"): from each group
+        # on, the longest window of whole groups (19 digits at most) that is a card.
+        groups = [(g.start(), g.end()) for g in re.finditer(r"\d+", m.group())]
+        i = 0
+        while i < len(groups):
+            ends, digits_so_far = [], 0
+            for j in range(i, len(groups)):
+                digits_so_far += groups[j][1] - groups[j][0]
+                if digits_so_far > 19:
+                    break
+                ends.append(j)
+            for j in reversed(ends):
+                window = m.group()[groups[i][0] : groups[j][1]]
+                digits = _card_digits(window)
+                if digits is not None:
+                    yield Finding(m.start() + groups[i][0], m.start() + groups[j][1], "card", digits)
+                    i = j
+                    break
+            i += 1
 
 
 def _ibans(text: str) -> Iterable[Finding]:
@@ -155,6 +188,8 @@ def _phones(regions: Sequence[str]) -> Callable[[str], Iterable[Finding]]:
     def parse(candidate: str, in_regions: Sequence[str] = regions) -> str | None:
         """The number in E.164 when `candidate` is a valid phone number of a known region."""
         if not 7 <= sum(c.isdigit() for c in candidate) <= 17 or _DATE.fullmatch(candidate):
+            return None
+        if _ISO_DATE.search(candidate):  # "2024-01-15 1889" is a date and a year
             return None
         if candidate.startswith("00"):
             candidate = "+" + candidate[2:]

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Sequence
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
 from agent.config import ConfigError, Settings, load_settings
@@ -86,6 +89,15 @@ def test_allow_list_and_custom_patterns() -> None:
         "<EMPLOYEE_ID_1> opened <TICKET_1> and <TICKET_1> again; write to Support@ACME.example or "
         "<EMAIL_1>; call (415) 555-2671 or <PHONE_1>."
     )
+
+
+def test_numbers_in_a_row_are_each_found() -> None:
+    (redacted,) = (
+        Redactor()
+        .redact(["call 020 7946 0958 2 times or 415 555 2671 415 555 2672; card 0958 4111 1111 1111 1111"])
+        .texts
+    )
+    assert redacted == "call <PHONE_1> 2 times or <PHONE_2> <PHONE_3>; card 0958 <CARD_1>"
 
 
 def test_kinds_can_be_switched_off() -> None:
@@ -195,3 +207,53 @@ def test_factory_wraps_llm_judges_only() -> None:
     assert isinstance(redacting, RedactingJudge)
     # The evaluator's combined call goes through redaction too.
     assert callable(getattr(redacting, "prefetch", None))
+
+
+POOL = [(kind, value) for kind, values in PLANTED.items() for value in values]
+FILLER = [
+    "the",
+    "order",
+    "shipped",
+    "in",
+    "1889",
+    "to",
+    "Paris",
+    "v1.2.3",
+    "on",
+    "2024-01-15",
+    "at",
+    "12:30",
+    ".",
+]
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(
+    st.lists(
+        st.lists(st.one_of(st.sampled_from(FILLER), st.sampled_from(range(len(POOL)))), max_size=12),
+        min_size=1,
+        max_size=5,
+    )
+)
+def test_planted_values_never_survive_and_share_one_placeholder_across_texts(
+    texts: list[list[str | int]],
+) -> None:
+    # Values stand apart as in prose (a comma between neighbours); numbers run together with only
+    # spaces between them are a different problem (see the two-numbers-in-a-row test).
+    rendered = [", ".join(POOL[p][1] if isinstance(p, int) else p for p in parts) for parts in texts]
+    redacted = Redactor().redact(rendered).texts
+    placeholder = re.compile(r"<([A-Z]+)_(\d+)>")
+    for original, parts, out in zip(rendered, texts, redacted, strict=True):
+        planted = [POOL[p] for p in parts if isinstance(p, int)]
+        for _, value in planted:
+            assert value not in out, (original, out)
+        kinds = [m.group(1).lower() for m in placeholder.finditer(out)]
+        assert sorted(kinds) == sorted(kind for kind, _ in planted), (original, out)
+    # One value, one placeholder, in every text.
+    seen: dict[str, set[str]] = {}
+    for parts, out in zip(texts, redacted, strict=True):
+        slots = [p for p in parts if isinstance(p, int)]
+        found = placeholder.findall(out)
+        for p, (kind, number) in zip(slots, found, strict=True):
+            seen.setdefault(POOL[p][1], set()).add(f"{kind}_{number}")
+    assert all(len(names) == 1 for names in seen.values()), seen
