@@ -3,14 +3,26 @@
 An Exporter like any other, so the pipeline hands it every evaluated interaction; it keeps one
 DriftDetector per series (bounded: the least recently updated series is dropped beyond
 `max_series`) and publishes `ragpulse_drift_score` and `ragpulse_drift_detected`.
+
+With a `DriftStore` (Redis when configured), detector state survives restarts and rebalances: a
+series' state is loaded the first time this process sees the series, and saved every
+`save_interval` seconds while it changes, and at shutdown. Each replica runs its own detectors over
+the share of the stream it receives; the saved state is the last writer's, which is what a
+replica that starts or takes over resumes from instead of learning the baseline again.
+Store failures never fail an export: the detector carries on in memory, and errors are counted
+(ragpulse_drift_state_errors_total) and logged at a bounded rate.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import json
 import logging
+import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
 from agent.drift import DriftConfig, DriftDetector
 from agent.model import MetricResult, Outcome, RagInteraction
@@ -19,22 +31,98 @@ from agent.telemetry import Telemetry
 log = logging.getLogger(__name__)
 
 SeriesKey = tuple[str, str, str]  # service, route, metric
+DRIFT_KEY_PREFIX = "ragpulse:v1:drift:"
+_ERROR_LOG_INTERVAL = 30.0
+
+
+class DriftStore(Protocol):
+    """Where detector state outlives the process."""
+
+    async def load(self, key: SeriesKey) -> Mapping[str, Any] | None:
+        """The saved state of one series, or None if there is none."""
+        ...
+
+    async def save(self, states: Mapping[SeriesKey, Mapping[str, Any]]) -> None:
+        """Save the states of several series at once."""
+        ...
+
+
+class RedisDriftStore:
+    """One Redis key per series, `ragpulse:v1:drift:["service","route","metric"]`, a JSON value with
+    a TTL renewed on every save (series that stop receiving scores disappear)."""
+
+    def __init__(self, redis: Any, ttl_seconds: int, prefix: str = DRIFT_KEY_PREFIX) -> None:
+        self._redis = redis
+        self._ttl = ttl_seconds
+        self._prefix = prefix
+
+    def _key(self, key: SeriesKey) -> str:
+        return self._prefix + json.dumps(list(key), ensure_ascii=False, separators=(",", ":"))
+
+    async def load(self, key: SeriesKey) -> Mapping[str, Any] | None:
+        raw = await self._redis.get(self._key(key))
+        if raw is None:
+            return None
+        state = json.loads(raw)
+        if not isinstance(state, dict):
+            raise ValueError("drift state is not a JSON object")
+        return state
+
+    async def save(self, states: Mapping[SeriesKey, Mapping[str, Any]]) -> None:
+        if not states:
+            return
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for key, state in states.items():
+                pipe.set(self._key(key), json.dumps(state, separators=(",", ":")), ex=self._ttl)
+            await pipe.execute()
+
+
+class MemoryDriftStore:
+    """In-process store, for tests."""
+
+    def __init__(self) -> None:
+        self.states: dict[SeriesKey, Mapping[str, Any]] = {}
+
+    async def load(self, key: SeriesKey) -> Mapping[str, Any] | None:
+        return self.states.get(key)
+
+    async def save(self, states: Mapping[SeriesKey, Mapping[str, Any]]) -> None:
+        for key, state in states.items():
+            self.states[key] = json.loads(json.dumps(state))  # what Redis would give back
 
 
 class DriftAggregator:
-    def __init__(self, telemetry: Telemetry, config: DriftConfig, max_series: int = 2000) -> None:
+    def __init__(
+        self,
+        telemetry: Telemetry,
+        config: DriftConfig,
+        max_series: int = 2000,
+        *,
+        store: DriftStore | None = None,
+        save_interval: float = 10.0,
+    ) -> None:
         self._telemetry = telemetry
         self._config = config
         self._max_series = max_series
+        self._store = store
+        self._save_interval = save_interval
         self._detectors: OrderedDict[SeriesKey, DriftDetector] = OrderedDict()
         self._alarmed: set[SeriesKey] = set()
+        self._loading: dict[SeriesKey, asyncio.Future[DriftDetector]] = {}
+        self._dirty: set[SeriesKey] = set()
+        self._unsaved: dict[SeriesKey, Mapping[str, Any]] = {}  # evicted before they were saved
+        self._saver: asyncio.Task[None] | None = None
+        self._last_error_log: dict[str, float] = {}
 
     async def export(self, interaction: RagInteraction, results: Sequence[MetricResult]) -> None:
         for result in results:
             if result.outcome is not Outcome.OK or result.value is None:
                 continue  # undefined and failed scores say nothing about quality
             key = (interaction.service, interaction.route, result.metric)
-            state = self._detector(key).update(result.value)
+            detector = await self._detector(key)
+            state = detector.update(result.value)
+            if self._store is not None:
+                self._dirty.add(key)
             if not state.ready:
                 continue
             self._telemetry.drift_score.labels(*key).set(round(state.score, 4))
@@ -54,22 +142,96 @@ class DriftAggregator:
                 self._alarmed.discard(key)
                 log.info("drift cleared: %s (service=%s route=%s)", result.metric, key[0], key[1])
 
-    def _detector(self, key: SeriesKey) -> DriftDetector:
+    async def _detector(self, key: SeriesKey) -> DriftDetector:
         detector = self._detectors.get(key)
         if detector is not None:
             self._detectors.move_to_end(key)
             return detector
-        detector = self._detectors[key] = DriftDetector(self._config)
+        if self._store is None:
+            return self._keep(key, DriftDetector(self._config))
+        loading = self._loading.get(key)
+        if loading is not None:  # another worker is loading this series: share its result
+            return await asyncio.shield(loading)
+        future: asyncio.Future[DriftDetector] = asyncio.get_running_loop().create_future()
+        self._loading[key] = future
+        try:
+            detector = self._keep(key, await self._load(key))
+            future.set_result(detector)
+        finally:
+            del self._loading[key]
+            if not future.done():
+                future.cancel()
+        return detector
+
+    async def _load(self, key: SeriesKey) -> DriftDetector:
+        assert self._store is not None
+        try:
+            saved = self._unsaved.pop(key, None) or await self._store.load(key)
+            if saved is not None:
+                return DriftDetector.restore(self._config, saved)
+        except Exception as exc:  # a store outage or a bad value must not fail the export
+            self._error("load", f"cannot load drift state of {key}, learning afresh: {exc!r}")
+        return DriftDetector(self._config)
+
+    def _keep(self, key: SeriesKey, detector: DriftDetector) -> DriftDetector:
+        self._detectors[key] = detector
         if len(self._detectors) > self._max_series:
-            old, _ = self._detectors.popitem(last=False)
+            old, evicted = self._detectors.popitem(last=False)
             self._alarmed.discard(old)
+            if old in self._dirty:
+                self._dirty.discard(old)
+                self._unsaved[old] = evicted.snapshot()
             for gauge in (self._telemetry.drift_score, self._telemetry.drift_detected):
                 with contextlib.suppress(KeyError):  # never exported: baseline not complete
                     gauge.remove(*old)
         return detector
 
+    async def save(self) -> None:
+        """Save every series changed since the last save (a no-op without a store)."""
+        if self._store is None:
+            return
+        states = dict(self._unsaved)
+        states.update({key: self._detectors[key].snapshot() for key in self._dirty if key in self._detectors})
+        self._unsaved.clear()
+        self._dirty.clear()
+        if not states:
+            return
+        try:
+            await self._store.save(states)
+        except Exception as exc:
+            # Kept for the next attempt (the detectors' newer state wins when they are still held).
+            for key, state in states.items():
+                if key in self._detectors:
+                    self._dirty.add(key)
+                else:
+                    self._unsaved.setdefault(key, state)
+            self._error("save", f"cannot save drift state of {len(states)} series, will retry: {exc!r}")
+
+    async def _save_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(self._save_interval)
+            await self.save()
+
+    def _error(self, operation: str, message: str) -> None:
+        self._telemetry.drift_state_errors.labels(operation).inc()
+        now = time.monotonic()
+        if now - self._last_error_log.get(operation, float("-inf")) >= _ERROR_LOG_INTERVAL:
+            self._last_error_log[operation] = now
+            log.warning("%s (ragpulse_drift_state_errors_total counts them; check Redis)", message)
+
     async def start(self) -> None:
-        """Nothing to connect."""
+        if self._store is not None and self._saver is None:
+            self._saver = asyncio.create_task(self._save_periodically(), name="drift-state-save")
 
     async def shutdown(self, timeout: float) -> None:
-        """Nothing to flush: gauges are scraped."""
+        """Save what changed since the last periodic save."""
+        saver, self._saver = self._saver, None
+        if saver is not None:
+            saver.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await saver
+        if self._store is not None:
+            try:
+                await asyncio.wait_for(self.save(), max(timeout, 0.1))
+            except TimeoutError:
+                self._error("save", "drift state not saved at shutdown: Redis did not answer in time")

@@ -8,6 +8,8 @@ validated once at start-up; an error names the bad setting and where it came fro
 
 from __future__ import annotations
 
+import difflib
+import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,6 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 
 ENV_PREFIX = "RAGPULSE_"
 CONFIG_ENV = "RAGPULSE_CONFIG"
+
+log = logging.getLogger(__name__)
 
 LOCAL_JUDGES = ("lexical", "embedding")
 
@@ -172,16 +176,19 @@ class Settings(BaseModel):
         10_000, gt=0, description="Traces buffered at once; beyond it the oldest is evicted (counted)."
     )
     assembly_max_spans_per_trace: int = Field(
-        1_000, gt=0, description="Spans kept per buffered trace; later spans of a full trace are evicted."
+        1_000,
+        gt=0,
+        description="RAG spans kept per buffered trace, and (separately) other spans kept to link them; "
+        "later spans of a full trace are evicted.",
     )
     assembly_max_chunk_bytes: int = Field(
         256 * 1024 * 1024,
         gt=0,
-        description="Bytes of text (chunks, queries, responses) buffered across traces; beyond it the "
-        "oldest traces are evicted.",
+        description="Bytes buffered across traces: the text of chunks, queries and responses plus ~400 "
+        "bytes per buffered span of any kind; beyond it the oldest traces are evicted.",
     )
     max_label_values: int = Field(
-        100, gt=0, description="Distinct values per label (service, route) before '__other__'."
+        100, gt=0, description="Distinct routes per service before that service's others are '__other__'."
     )
     eval_concurrency: int = Field(
         32, gt=0, description="Interactions evaluated concurrently (each waits on judge calls)."
@@ -199,6 +206,25 @@ class Settings(BaseModel):
     drift_threshold: float = Field(12.0, gt=0, description="CUSUM alarm threshold, in baseline sd.")
     drift_alpha: float = Field(1e-5, gt=0, lt=1, description="p-value the window test must reach.")
     drift_max_series: int = Field(2000, gt=0, description="Series tracked for drift (LRU beyond).")
+    # Bounds against hostile or oversized input (docs/limits.md lists every bound).
+    max_label_pairs: int = Field(
+        500,
+        gt=0,
+        description="Series budget: distinct (service, route) label pairs; beyond it an interaction is "
+        "labelled (service, '__other__') or ('__other__', '__other__'). Every series with service and "
+        "route labels is bounded by it.",
+    )
+    judge_max_text_chars: int = Field(
+        32_768,
+        gt=0,
+        description="Texts (query, response, each chunk) longer than this are cut before judging (counted).",
+    )
+    drift_save_interval_seconds: float = Field(
+        10.0, gt=0, description="How often drift detector state is saved to Redis (when redis_url is set)."
+    )
+    drift_state_ttl_seconds: int = Field(
+        30 * 24 * 3600, gt=0, description="Lifetime in Redis of a drift series that receives no scores."
+    )
     # Delivery under faults (docs/guarantees.md).
     judge_self_check: bool = Field(
         True, description="At start, one small call to an LLM judge; a failure is logged clearly."
@@ -414,12 +440,35 @@ def _from_yaml(path: Path) -> dict[str, Any]:
 
 
 def _from_env(environ: Mapping[str, str]) -> dict[str, Any]:
+    """RAGPULSE_<NAME> variables that name a setting; the others are warned about and ignored.
+
+    Unknown variables are not fatal: Kubernetes injects RAGPULSE_SERVICE_HOST, RAGPULSE_PORT, ...
+    into every pod of a namespace holding a Service named `ragpulse`.
+    """
     values: dict[str, Any] = {}
+    unknown: list[str] = []
     for key, raw in environ.items():
         if not key.startswith(ENV_PREFIX) or key == CONFIG_ENV:
             continue
-        values[key[len(ENV_PREFIX) :].lower()] = raw
+        name = key[len(ENV_PREFIX) :].lower()
+        if name in Settings.model_fields:
+            values[name] = raw
+        else:
+            unknown.append(key)
+    if unknown:
+        log.warning(
+            "ignoring environment variable(s) that name no ragpulse setting: %s; "
+            "`ragpulse validate-config --list` lists the settings",
+            ", ".join(_with_suggestion(key) for key in sorted(unknown)),
+        )
     return values
+
+
+def _with_suggestion(env_name: str) -> str:
+    """`RAGPULSE_SAMPLE_RAT (did you mean RAGPULSE_SAMPLE_RATE?)` for a likely typo."""
+    name = env_name[len(ENV_PREFIX) :].lower()
+    close = difflib.get_close_matches(name, Settings.model_fields, n=1, cutoff=0.85)
+    return f"{env_name} (did you mean {ENV_PREFIX}{close[0].upper()}?)" if close else env_name
 
 
 def load_settings(

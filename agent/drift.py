@@ -13,14 +13,19 @@ movement does not alarm, while a sudden drop is caught long before it could be a
 decline over days is for the Prometheus alert rules that compare long windows.
 
 `score`, exported for dashboards, is S / h: 1.0 is the CUSUM's alarm threshold.
-Pure logic: no clocks, no I/O.
+Pure logic: no clocks, no I/O. `snapshot()` and `DriftDetector.restore()` turn a detector's state
+into a JSON-able mapping and back, so that agent/aggregate.py can keep it in Redis across restarts.
 """
 
 from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
+
+STATE_VERSION = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,3 +123,50 @@ class DriftDetector:
             p_value = _normal_sf((self._mean - window_mean) / standard_error)
         detected = score >= 1.0 and p_value is not None and p_value < config.alpha
         return DriftState(True, score, detected, self._mean, window_mean, p_value)
+
+    def snapshot(self) -> dict[str, Any]:
+        """The detector's state as plain JSON values (restore with `DriftDetector.restore`)."""
+        return {
+            "version": STATE_VERSION,
+            "n": self._n,
+            "mean": self._mean,
+            "m2": self._m2,
+            "variance": self._variance,
+            "cusum": self._cusum,
+            "window": list(self._window),
+            # The running sums, so that a restored detector continues bit for bit.
+            "window_sum": self._window_sum,
+            "window_squares": self._window_squares,
+        }
+
+    @classmethod
+    def restore(cls, config: DriftConfig, state: Mapping[str, Any]) -> DriftDetector:
+        """A detector that carries on from `state`.
+
+        Raises:
+            ValueError: the state is not one `snapshot()` wrote (start afresh instead).
+        """
+        if state.get("version") != STATE_VERSION:
+            raise ValueError(f"unknown drift state version {state.get('version')!r}")
+        detector = cls(config)
+        try:
+            detector._n = int(state["n"])
+            detector._mean = float(state["mean"])
+            detector._m2 = float(state["m2"])
+            detector._variance = float(state["variance"])
+            detector._cusum = float(state["cusum"])
+            window = [float(v) for v in state["window"]]
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"malformed drift state: {exc!r}") from None
+        values = (detector._n, detector._mean, detector._m2, detector._variance, detector._cusum, *window)
+        if detector._n < 0 or not all(math.isfinite(v) for v in values):
+            raise ValueError("malformed drift state: negative count or non-finite value")
+        # A window longer than configured now keeps its most recent scores.
+        detector._window.extend(window)
+        if len(detector._window) == len(window) and "window_sum" in state:
+            detector._window_sum = float(state["window_sum"])
+            detector._window_squares = float(state["window_squares"])
+        else:
+            detector._window_sum = sum(detector._window)
+            detector._window_squares = sum(v * v for v in detector._window)
+        return detector

@@ -20,7 +20,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from agent.aggregate import DriftAggregator
+from agent.aggregate import DriftAggregator, RedisDriftStore
 from agent.budget import BudgetController, MemoryLedger, RedisLedger, SpendLedger
 from agent.config import Settings
 from agent.delivery import Claims, Delivery, Job, JudgeGate, Retry, WorkLedger
@@ -30,7 +30,8 @@ from agent.exporters.base import Exporter
 from agent.exporters.prometheus import MetricsServer, PrometheusExporter
 from agent.idempotency import IdempotencyStore, MemoryIdempotency, RedisIdempotency
 from agent.judges.factory import build_judge
-from agent.labels import LabelLimiter
+from agent.labels import SeriesBudget
+from agent.looplag import LoopLagMonitor
 from agent.metrics import METRICS
 from agent.model import MetricResult, RagInteraction
 from agent.otlp import mark_own_telemetry
@@ -42,7 +43,6 @@ from agent.otlp.conventions.openllmetry import OpenLLMetry
 from agent.otlp.decode import DecodedRequest
 from agent.sampling import THROTTLED_REASONS, KeepRule, RateTable, RuleSampler, Sampler
 from agent.sources.base import Source
-from agent.sources.otlp_http import SOURCE as SOURCE_OTLP_HTTP
 from agent.sources.otlp_http import OtlpHttpSource
 from agent.sources.security import EndpointSecurity, load_web_config, otlp_security
 from agent.telemetry import Telemetry
@@ -166,6 +166,7 @@ class Pipeline:
             telemetry.assembler_evictions.labels(reason).inc(count)
         telemetry.assembler_buffered_spans.set(assembly.buffered_spans)
         telemetry.assembler_buffered_traces.set(assembly.buffered_traces)
+        telemetry.assembler_buffered_bytes.set(assembly.buffered_bytes)
         for origin, interaction in zip(assembly.origins, assembly.interactions, strict=True):
             labels = (interaction.service, interaction.route)
             telemetry.interactions.labels(*labels).inc()
@@ -380,15 +381,16 @@ def build_source(settings: Settings, telemetry: Telemetry) -> Source:
             commit_interval_seconds=settings.kafka_commit_interval_seconds,
         )
         return KafkaSource(config, telemetry)
-    refused = telemetry.requests_refused.labels(SOURCE_OTLP_HTTP, "unauthorized").inc
     return OtlpHttpSource(
         *settings.otlp_address,
         max_body_bytes=settings.otlp_max_body_bytes,
-        security=otlp_security(settings, refused),
+        telemetry=telemetry,
+        # 401s are counted with the receiver's other refusals (reason "unauthorized").
+        security=otlp_security(settings),
     )
 
 
-def build_exporters(settings: Settings, telemetry: Telemetry) -> list[Exporter]:
+def build_exporters(settings: Settings, telemetry: Telemetry, redis: Any = None) -> list[Exporter]:
     exporters: list[Exporter] = []
     if settings.results_topic:
         from agent.exporters.kafka_results import KafkaResultsExporter
@@ -400,7 +402,16 @@ def build_exporters(settings: Settings, telemetry: Telemetry) -> list[Exporter]:
         )
     # In-process exporters last: they count an interaction only once the durable ones succeeded.
     exporters.append(PrometheusExporter(telemetry))
-    exporters.append(DriftAggregator(telemetry, drift_config(settings), settings.drift_max_series))
+    store = RedisDriftStore(redis, settings.drift_state_ttl_seconds) if redis is not None else None
+    exporters.append(
+        DriftAggregator(
+            telemetry,
+            drift_config(settings),
+            settings.drift_max_series,
+            store=store,
+            save_interval=settings.drift_save_interval_seconds,
+        )
+    )
     return exporters
 
 
@@ -440,11 +451,12 @@ def build_agent(settings: Settings, registry: CollectorRegistry | None = None) -
         budget,
         keep_per_minute=settings.sample_keep_max_per_minute,
     )
-    labeller = Labeller(
-        settings.route_attributes,
-        limit_service=LabelLimiter(settings.max_label_values),
-        limit_route=LabelLimiter(settings.max_label_values),
+    series_budget = SeriesBudget(
+        settings.max_label_pairs,
+        settings.max_label_values,
+        on_overflow=lambda kind: telemetry.label_overflows.labels(kind).inc(),
     )
+    labeller = Labeller(settings.route_attributes, series_budget)
     judge = build_judge(settings, telemetry, redis)
     pipeline = Pipeline(
         assembler=TraceAssembler(
@@ -458,7 +470,7 @@ def build_agent(settings: Settings, registry: CollectorRegistry | None = None) -
         ),
         sampler=sampler,
         evaluator=Evaluator([METRICS[name]() for name in settings.metrics], judge),
-        exporters=build_exporters(settings, telemetry),
+        exporters=build_exporters(settings, telemetry, redis),
         telemetry=telemetry,
         max_pending=settings.max_pending,
         concurrency=settings.eval_concurrency,
@@ -477,7 +489,11 @@ def build_agent(settings: Settings, registry: CollectorRegistry | None = None) -
         refused = telemetry.requests_refused.labels("metrics", "unauthorized").inc
         metrics_security = load_web_config(settings.metrics_web_config_file).security(refused)
     metrics_server = MetricsServer(
-        telemetry.registry, *settings.metrics_address, checks=readiness, security=metrics_security
+        telemetry.registry,
+        *settings.metrics_address,
+        checks=readiness,
+        loop_lag=LoopLagMonitor(telemetry),
+        security=metrics_security,
     )
     self_check: Callable[[], Coroutine[Any, Any, object]] | None = None
     if settings.judge_self_check and not settings.judge_is_local:

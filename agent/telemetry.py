@@ -16,6 +16,7 @@ disable_created_metrics()
 # Scores live in [0, 1]; ten equal buckets keep quantiles readable and series cheap.
 SCORE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+LOOP_LAG_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
 class Telemetry:
@@ -203,6 +204,42 @@ class Telemetry:
             registry=registry,
         )
 
+        # Bounds and event-loop health (hostile input; docs/limits.md).
+        self.event_loop_lag = Histogram(
+            "ragpulse_event_loop_lag_seconds",
+            "How late the event loop woke a 100 ms timer: time it was blocked by CPU work.",
+            buckets=LOOP_LAG_BUCKETS,
+            registry=registry,
+        )
+        self.event_loop_lag_max = Gauge(
+            "ragpulse_event_loop_lag_max_seconds",
+            "Longest event-loop stall seen since the agent started.",
+            registry=registry,
+        )
+        self.assembler_buffered_bytes = Gauge(
+            "ragpulse_assembler_buffered_bytes",
+            "Estimated bytes the assembler holds for buffered traces (bounded by assembly_max_chunk_bytes).",
+            registry=registry,
+        )
+        self.label_overflows = Counter(
+            "ragpulse_label_overflows",
+            "Interactions whose labels were folded into '__other__' by the series budget, by what "
+            "overflowed (route: too many routes for the service; pair: the (service, route) budget).",
+            ["kind"],
+            registry=registry,
+        )
+        self.judge_texts_truncated = Counter(
+            "ragpulse_judge_texts_truncated",
+            "Texts cut to judge_max_text_chars before judging.",
+            registry=registry,
+        )
+        self.drift_state_errors = Counter(
+            "ragpulse_drift_state_errors",
+            "Failed loads or saves of drift detector state in Redis, by operation (the detector "
+            "carries on in memory).",
+            ["operation"],
+            registry=registry,
+        )
         # Alerting: the configured thresholds, so alert rules need no editing when they change.
         self.quality_threshold = Gauge(
             "ragpulse_quality_threshold",

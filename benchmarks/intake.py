@@ -28,7 +28,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from agent.labels import LabelLimiter
+from agent.labels import SeriesBudget
 from agent.otlp.assemble import Labeller, TraceAssembler
 from agent.otlp.conventions.genai import GenAI
 from agent.otlp.conventions.manual import Manual
@@ -138,7 +138,7 @@ def main() -> None:
     for label, body in (("single-span", single_span_batch()), ("multi-span", multi_span_batch())):
         assembler = TraceAssembler(
             [OpenInference(), OpenLLMetry(), GenAI(), Manual()],
-            Labeller(("http.route",), LabelLimiter(100), LabelLimiter(100)),
+            Labeller(("http.route",), SeriesBudget(10_000, 100)),
             wait_seconds=30.0,
             max_traces=10_000,
             max_spans_per_trace=1_000,

@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from agent.labels import LabelLimiter
+from agent.labels import SeriesBudget
 from agent.model import Span
 from agent.otlp.assemble import Assembly, Labeller, TraceAssembler
 from agent.otlp.conventions.genai import GenAI
@@ -84,12 +84,13 @@ def assembler(
     max_chunk_bytes: int = 1 << 30,
     route_attributes: Sequence[str] = ("http.route",),
     max_label_values: int = 100,
+    max_label_pairs: int = 10_000,
     clock: Callable[[], float] | None = None,
     capture: Sequence[str] = (),
 ) -> TraceAssembler:
     return TraceAssembler(
         CONVENTIONS,
-        Labeller(route_attributes, LabelLimiter(max_label_values), LabelLimiter(max_label_values)),
+        Labeller(route_attributes, SeriesBudget(max_label_pairs, max_label_values)),
         wait_seconds=wait,
         max_traces=max_traces,
         max_spans_per_trace=max_spans_per_trace,

@@ -14,9 +14,11 @@ No text of the interaction is included unless `include_text` is set. The resourc
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -102,26 +104,43 @@ def evaluation_request(
 
 
 class KafkaResultsExporter:
-    """Durable exporter: `export` returns when the broker has acknowledged the message."""
+    """Durable exporter: `export` returns when the broker has acknowledged the message.
+
+    Never blocks the event loop: kafka-python's `send()` blocks while it has no metadata for the
+    topic or its buffer is full (the broker is away), so it runs in a small thread pool and gives
+    up after `max_block_seconds`. A failed export raises; the pipeline counts it
+    (ragpulse_export_failures_total) and retries the interaction later.
+    """
 
     def __init__(
         self, producer_options: dict[str, Any], topic: str, *, include_text: bool = False,
-        timeout_seconds: float = 30.0,
+        timeout_seconds: float = 30.0, max_block_seconds: float = 5.0, send_threads: int = 4,
     ) -> None:  # fmt: skip
         self._options = producer_options
         self._topic = topic
         self._include_text = include_text
         self._timeout = timeout_seconds
+        self._max_block = max_block_seconds
+        self._send_threads = send_threads
         self._producer: Any = None
+        self._senders: ThreadPoolExecutor | None = None
 
     async def start(self) -> None:
         from kafka import KafkaProducer
 
-        options = {"acks": "all", "linger_ms": 5, "max_request_size": 16 * 1024 * 1024, **self._options}
+        options = {
+            "acks": "all",
+            "linger_ms": 5,
+            "max_request_size": 16 * 1024 * 1024,
+            "max_block_ms": int(self._max_block * 1000),
+            **self._options,
+        }
         self._producer = await asyncio.to_thread(KafkaProducer, **options)
+        self._senders = ThreadPoolExecutor(max_workers=self._send_threads, thread_name_prefix="results-send")
 
     async def export(self, interaction: RagInteraction, results: Sequence[MetricResult]) -> None:
-        if self._producer is None:
+        producer, senders = self._producer, self._senders
+        if producer is None or senders is None:
             raise RuntimeError("results exporter used before start()")
         value = evaluation_request(interaction, results, include_text=self._include_text).SerializeToString()
         loop = asyncio.get_running_loop()
@@ -135,13 +154,18 @@ class KafkaResultsExporter:
             else:
                 acknowledged.set_exception(error)
 
-        sent = self._producer.send(self._topic, key=interaction.trace_id.encode(), value=value)
-        # Callbacks run on the producer's I/O thread.
+        send = functools.partial(producer.send, self._topic, key=interaction.trace_id.encode(), value=value)
+        # Raises KafkaTimeoutError after max_block_seconds when the broker is unreachable.
+        sent = await asyncio.wait_for(loop.run_in_executor(senders, send), self._timeout)
+        # Callbacks run on the producer's I/O thread (or here, if it is already settled).
         sent.add_callback(lambda _: loop.call_soon_threadsafe(settle, None))
         sent.add_errback(lambda exc: loop.call_soon_threadsafe(settle, exc))
         await asyncio.wait_for(acknowledged, self._timeout)
 
     async def shutdown(self, timeout: float) -> None:
         producer, self._producer = self._producer, None
+        senders, self._senders = self._senders, None
+        if senders is not None:
+            senders.shutdown(wait=False, cancel_futures=True)
         if producer is not None:
             await asyncio.to_thread(producer.close, timeout)

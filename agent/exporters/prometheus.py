@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from agent.looplag import LoopLagMonitor
 from agent.model import MetricResult, Outcome, RagInteraction
 from agent.sources.security import EndpointSecurity
 from agent.telemetry import Telemetry
@@ -48,10 +49,12 @@ class MetricsServer:
         port: int,
         checks: Mapping[str, Callable[[], bool]],
         security: EndpointSecurity | None = None,
+        loop_lag: LoopLagMonitor | None = None,
     ) -> None:
         # TLS and basic auth from a Prometheus web config file (metrics_web_config_file), if any.
         self._security = security or EndpointSecurity()
         self._registry = registry
+        self._loop_lag = loop_lag  # runs while the server does: it measures what the server suffers
         self._host = host
         self._port = port
         self._checks = dict(checks)
@@ -59,6 +62,8 @@ class MetricsServer:
         self.bound_port: int | None = None
 
     async def start(self) -> None:
+        if self._loop_lag is not None:
+            await self._loop_lag.start()
         security = self._security
         app = web.Application(middlewares=security.middlewares)
         app.router.add_get("/metrics", self._metrics)
@@ -77,6 +82,8 @@ class MetricsServer:
         runner, self._runner = self._runner, None
         if runner is not None:
             await runner.cleanup()
+        if self._loop_lag is not None:
+            await self._loop_lag.shutdown(timeout)
 
     async def _metrics(self, request: web.Request) -> web.Response:
         # Rendering thousands of series takes CPU time; keep it off the event loop.

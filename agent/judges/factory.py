@@ -9,6 +9,7 @@ from agent.judges.base import Judge
 from agent.judges.cache import CachedJudge, MemoryVerdictCache, VerdictCache
 from agent.judges.instrumented import InstrumentedJudge
 from agent.judges.local import LexicalJudge
+from agent.judges.offload import BoundedJudge
 from agent.judges.redacting import RedactingJudge
 from agent.telemetry import Telemetry
 
@@ -57,9 +58,16 @@ def build_judge(settings: Settings, telemetry: Telemetry, redis: Any = None) -> 
     """The judge metrics use: verdict cache in front of an instrumented local or LLM judge, behind
     redaction of personal data when `settings.redacts` (so cache keys see redacted text only).
 
-    `healthy()` on the result is False while an LLM judge's circuit breaker is open.
+    `healthy()` on the result is False while an LLM judge's circuit breaker is open. Texts are cut
+    to `judge_max_text_chars`, and local judges compute in worker threads, off the event loop.
     """
-    judge: Judge = InstrumentedJudge(build_inner_judge(settings, telemetry), telemetry)
+    bounded = BoundedJudge(
+        build_inner_judge(settings, telemetry),
+        max_text_chars=settings.judge_max_text_chars,
+        offload=settings.judge_is_local,
+        on_truncate=telemetry.judge_texts_truncated.inc,
+    )
+    judge: Judge = InstrumentedJudge(bounded, telemetry)
     cached = CachedJudge(judge, build_verdict_cache(settings, telemetry, redis), telemetry)
     if not settings.redacts:
         return cached

@@ -53,9 +53,12 @@ class Assembly:
     assembled_spans: int = 0
     skipped: Counter[str] = field(default_factory=Counter)
     evictions: Counter[str] = field(default_factory=Counter)
-    # Spans and traces held after the call (gauges, not increments).
+    # Spans, traces and bytes held after the call (gauges, not increments). `buffered_spans` counts
+    # the spans still to be accounted for; the link-only spans of a trace were accounted on arrival
+    # (skipped, not_rag) but are held, and counted in `buffered_bytes`.
     buffered_spans: int = 0
     buffered_traces: int = 0
+    buffered_bytes: int = 0
 
 
 class Assembler(Protocol):
@@ -79,18 +82,18 @@ class Assembler(Protocol):
 
 
 class Labeller:
-    """Derives the bounded `service` and `route` labels of an interaction."""
+    """Derives the bounded `service` and `route` labels of an interaction.
+
+    `budget` maps a (service, route) pair to the labels to use (agent.labels.SeriesBudget: one
+    limit on the pair bounds every series labelled by both).
+    """
 
     def __init__(
-        self,
-        route_attributes: Sequence[str],
-        limit_service: Callable[[str], str],
-        limit_route: Callable[[str], str],
+        self, route_attributes: Sequence[str], budget: Callable[[str, str], tuple[str, str]]
     ) -> None:
         self._route_attributes = tuple(route_attributes)
         self._known = {name for name in self._route_attributes if name.startswith(KNOWN_PREFIXES)}
-        self._limit_service = limit_service
-        self._limit_route = limit_route
+        self._budget = budget
 
     def route_hint(self, span: Span) -> str | None:
         """The first configured route attribute the span carries, unbounded."""
@@ -101,11 +104,8 @@ class Labeller:
                 return value
         return None
 
-    def service(self, service_name: str) -> str:
-        return self._limit_service(service_name)
-
-    def route(self, value: str) -> str:
-        return self._limit_route(value or "unknown")
+    def labels(self, service_name: str, route: str) -> tuple[str, str]:
+        return self._budget(service_name, route or "unknown")
 
 
 @dataclass(slots=True)
@@ -129,8 +129,13 @@ class _Trace:
     sequence: int  # of the request that opened it: the oldest, as sequence numbers only grow
     pieces: dict[str, _Piece] = field(default_factory=dict)
     useful: int = 0  # pieces with parts: the spans this trace still has to account for
-    size: int = 0  # bytes of text held
+    size: int = 0  # estimated bytes held: every piece (links too) and its text
     has_root: bool = False
+
+
+# Memory one buffered span costs besides its text: the _Piece, its ids and its slot in the trace
+# (measured with tracemalloc in tests/unit/test_assemble.py, rounded up).
+PIECE_OVERHEAD_BYTES = 400
 
 
 def _text_size(value: str | None) -> int:
@@ -256,7 +261,9 @@ class TraceAssembler:
         if parts is None or span.parent_span_id is not None or not parts.is_complete:
             return False
         assert parts.query is not None and parts.chunks is not None
-        labeller = self._labeller
+        service, route = self._labeller.labels(
+            span.resource.service_name, self._labeller.route_hint(span) or span.name
+        )
         out.assembled_spans += 1
         out.origins.append(sequence)
         out.interactions.append(
@@ -266,8 +273,8 @@ class TraceAssembler:
                 query=parts.query,
                 chunks=parts.chunks,
                 response=parts.response,
-                service=labeller.service(span.resource.service_name),
-                route=labeller.route(labeller.route_hint(span) or span.name),
+                service=service,
+                route=route,
                 end_time_unix_nano=span.end_time_unix_nano,
                 session_id=parts.session_id,
                 user_id=parts.user_id,
@@ -295,22 +302,24 @@ class TraceAssembler:
             if span.span_id in trace.pieces:
                 out.skipped[DUPLICATE] += 1
                 continue
-            full = len(trace.pieces) >= self._max_spans
+            is_root = span.parent_span_id is None
             if parts is None:
                 out.skipped[NOT_RAG] += 1  # accounted now; kept (if room) only as a link
-                if full:
+                # Links have a quota of their own, so they never crowd out the spans that carry
+                # an interaction; the root is always kept (its route label, its arrival ends the wait).
+                if len(trace.pieces) - trace.useful >= self._max_spans and not is_root:
+                    out.evictions[MAX_SPANS_PER_TRACE] += 1
                     continue
-            elif full:
+                size = PIECE_OVERHEAD_BYTES + _text_size(span.name)
+            elif trace.useful >= self._max_spans:
                 out.skipped[EVICTED] += 1
                 out.evictions[MAX_SPANS_PER_TRACE] += 1
                 continue
             else:
-                size = _parts_size(parts)
+                size = PIECE_OVERHEAD_BYTES + _text_size(span.name) + _parts_size(parts)
                 trace.useful += 1
-                trace.size += size
                 self._buffered += 1
-                self._bytes += size
-            trace.pieces[span.span_id] = _Piece(
+            piece = trace.pieces[span.span_id] = _Piece(
                 span_id=span.span_id,
                 parent_id=span.parent_span_id,
                 name=span.name,
@@ -321,7 +330,13 @@ class TraceAssembler:
                 parts=parts,
                 captured=self._captured(span),
             )
-            if span.parent_span_id is None:
+            if piece.route:
+                size += _text_size(piece.route)
+            if piece.captured:
+                size += PIECE_OVERHEAD_BYTES  # a small dict of a few attributes the keep rules read
+            trace.size += size
+            self._bytes += size
+            if is_root:
                 trace.has_root = True
 
     def _enforce_bytes(self, out: Assembly) -> None:
@@ -341,6 +356,7 @@ class TraceAssembler:
     def _report(self, out: Assembly) -> Assembly:
         out.buffered_spans = self._buffered
         out.buffered_traces = len(self._traces)
+        out.buffered_bytes = self._bytes
         return out
 
     # -- assembly ---------------------------------------------------------------------------------
@@ -481,14 +497,15 @@ def _interaction(
     for piece in reversed(related):  # the anchor's own values win over its ancestors'
         if piece.captured:
             attributes.update(piece.captured)
+    service, route = labeller.labels(anchor.service, route)
     return RagInteraction(
         trace_id=trace_id,
         span_id=anchor.span_id,
         query=query,
         chunks=chunks,
         response=response,
-        service=labeller.service(anchor.service),
-        route=labeller.route(route),
+        service=service,
+        route=route,
         end_time_unix_nano=anchor.end,
         session_id=next((p.session_id for p in parts if p.session_id), None),
         user_id=next((p.user_id for p in parts if p.user_id), None),

@@ -7,6 +7,12 @@ are hex strings (protobuf's `json_format.Parse` would base64-decode them into wr
 Protobuf spans convert only the attributes the conventions read (`Span.known`, keys under
 `KNOWN_PREFIXES`) when decoded; `Span.attributes` converts the others on access. Kafka message
 values written by the Collector's kafka exporter decode with `decode_kafka_value`.
+
+Hostile input: `decode_request` and `decode_kafka_value` raise `UndecodableError` and nothing else
+for any bad body (corrupt bytes, invalid UTF-8, nesting deep enough to exhaust the stack, memory
+exhaustion), so callers dead-letter it and carry on. Attribute values nest at most
+`MAX_VALUE_DEPTH` levels; lone UTF-16 surrogates in JSON strings become U+FFFD, so no string that
+cannot be encoded as UTF-8 ever reaches a judge, a cache key or an exporter.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -26,6 +33,12 @@ from agent.model import AttributeValue, Resource, Span, SpanEvent
 from agent.otlp.conventions import KNOWN_PREFIXES
 
 Encoding = Literal["protobuf", "json"]
+
+# Deepest AnyValue nesting (arrays and kvlists inside each other) an OTLP/JSON body may carry; real
+# instrumentation nests two or three levels. (Protobuf's parser stops at 100 message levels.)
+MAX_VALUE_DEPTH = 32
+# A JSON escape of a UTF-16 surrogate: only bodies containing one need their strings cleaned.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 class UndecodableError(ValueError):
@@ -40,9 +53,26 @@ class DecodedRequest:
 
 
 def decode_request(body: bytes, encoding: Encoding) -> DecodedRequest:
-    if encoding == "protobuf":
-        return _decode_protobuf(body)
-    return _decode_json(body)
+    """Decode one ExportTraceServiceRequest body.
+
+    Raises:
+        UndecodableError: for any body that is not a request in `encoding`, whatever went wrong
+            (the only exception bad input can produce: dead-letter the body).
+    """
+    try:
+        if encoding == "protobuf":
+            return _decode_protobuf(body)
+        return _decode_json(body)
+    except UndecodableError:
+        raise
+    except RecursionError:
+        raise UndecodableError("body is not a usable ExportTraceServiceRequest: nested too deeply") from None
+    except MemoryError:
+        raise UndecodableError(
+            "body is not a usable ExportTraceServiceRequest: too large to decode"
+        ) from None
+    except Exception as exc:  # any other failure on hostile bytes is the body's fault, not ours
+        raise UndecodableError(f"body is not a valid ExportTraceServiceRequest: {exc!r}") from None
 
 
 # The Collector's kafka exporter encodings for traces, and how their message values decode. Each
@@ -69,6 +99,8 @@ def decode_kafka_value(value: bytes | None, encoding: str = "otlp_proto") -> Dec
 
 
 def _pb_value(value: AnyValue) -> AttributeValue:
+    # Unbounded recursion is safe here: protobuf's parser refuses messages nested beyond 100
+    # levels, i.e. about 47 levels of AnyValue, so bodies that decoded never go deeper.
     kind = value.WhichOneof("value")
     if kind == "string_value":
         return value.string_value
@@ -199,30 +231,48 @@ def _json_int(value: Any) -> int:
     return int(value)
 
 
-def _json_value(value: Mapping[str, Any]) -> AttributeValue:
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class _JsonStrings:
+    """Turns JSON strings into text any encoder accepts (lone surrogates become U+FFFD)."""
+
+    def __init__(self, body: bytes) -> None:
+        self.clean = _SURROGATE_ESCAPE.search(body) is not None
+
+    def __call__(self, value: Any) -> str:
+        text = value if isinstance(value, str) else str(value)
+        return _LONE_SURROGATE.sub("\ufffd", text) if self.clean else text
+
+
+def _json_value(value: Mapping[str, Any], text: _JsonStrings, depth: int = 0) -> AttributeValue:
     if not isinstance(value, Mapping):
         raise ValueError(f"expected an AnyValue object, got {type(value).__name__}")
     if "stringValue" in value:
-        return str(value["stringValue"])
+        return text(value["stringValue"])
     if "intValue" in value:
         return _json_int(value["intValue"])
     if "doubleValue" in value:
         return float(value["doubleValue"])
     if "boolValue" in value:
         return bool(value["boolValue"])
-    if "arrayValue" in value:
-        return [_json_value(item) for item in (value["arrayValue"] or {}).get("values", [])]
-    if "kvlistValue" in value:
-        return _json_attributes((value["kvlistValue"] or {}).get("values", []))
+    if "arrayValue" in value or "kvlistValue" in value:
+        if depth >= MAX_VALUE_DEPTH:
+            raise UndecodableError(f"attribute value nested deeper than {MAX_VALUE_DEPTH} levels")
+        if "arrayValue" in value:
+            return [
+                _json_value(item, text, depth + 1) for item in (value["arrayValue"] or {}).get("values", [])
+            ]
+        return _json_attributes((value["kvlistValue"] or {}).get("values", []), text, depth + 1)
     if "bytesValue" in value:
         return base64.b64decode(value["bytesValue"])
     return None
 
 
-def _json_attributes(pairs: Any) -> dict[str, AttributeValue]:
+def _json_attributes(pairs: Any, text: _JsonStrings, depth: int = 0) -> dict[str, AttributeValue]:
     if not isinstance(pairs, list):
         raise ValueError("attributes must be a list of {key, value}")
-    return {str(pair["key"]): _json_value(pair.get("value") or {}) for pair in pairs}
+    return {text(pair["key"]): _json_value(pair.get("value") or {}, text, depth) for pair in pairs}
 
 
 def _json_id(value: Any, size: int) -> str | None:
@@ -240,18 +290,23 @@ def _decode_json(body: bytes) -> DecodedRequest:
         request = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise UndecodableError(f"body is not JSON: {exc}") from None
+    except RecursionError:
+        raise UndecodableError(
+            "body is not an OTLP/JSON ExportTraceServiceRequest: nested too deeply"
+        ) from None
     if not isinstance(request, dict):
         raise UndecodableError("body is not an OTLP/JSON ExportTraceServiceRequest object")
     out = DecodedRequest()
+    text = _JsonStrings(body)
     try:
         for resource_spans in request.get("resourceSpans") or []:
             resource = Resource(
-                _json_attributes((resource_spans.get("resource") or {}).get("attributes", []))
+                _json_attributes((resource_spans.get("resource") or {}).get("attributes", []), text)
             )
             for scope_spans in resource_spans.get("scopeSpans") or []:
-                scope_name = str((scope_spans.get("scope") or {}).get("name", ""))
+                scope_name = text((scope_spans.get("scope") or {}).get("name", ""))
                 for raw in scope_spans.get("spans") or []:
-                    span = _json_span(raw, resource, scope_name)
+                    span = _json_span(raw, resource, scope_name, text)
                     if span is None:
                         out.rejected.append("invalid_id")
                     else:
@@ -261,17 +316,19 @@ def _decode_json(body: bytes) -> DecodedRequest:
     return out
 
 
-def _json_span(raw: Mapping[str, Any], resource: Resource, scope_name: str) -> Span | None:
+def _json_span(
+    raw: Mapping[str, Any], resource: Resource, scope_name: str, text: _JsonStrings
+) -> Span | None:
     trace_id = _json_id(raw.get("traceId"), 16)
     span_id = _json_id(raw.get("spanId"), 8)
     if trace_id is None or span_id is None or trace_id == "0" * 32:
         return None
-    attributes = _json_attributes(raw.get("attributes", []))
+    attributes = _json_attributes(raw.get("attributes", []), text)
     return Span(
         trace_id=trace_id,
         span_id=span_id,
         parent_span_id=_json_id(raw.get("parentSpanId"), 8),
-        name=str(raw.get("name", "")),
+        name=text(raw.get("name", "")),
         start_time_unix_nano=_json_int(raw.get("startTimeUnixNano", 0)),
         end_time_unix_nano=_json_int(raw.get("endTimeUnixNano", 0)),
         attributes=attributes,
@@ -279,9 +336,9 @@ def _json_span(raw: Mapping[str, Any], resource: Resource, scope_name: str) -> S
         resource=resource,
         events=tuple(
             SpanEvent(
-                str(e.get("name", "")),
+                text(e.get("name", "")),
                 _json_int(e.get("timeUnixNano", 0)),
-                _json_attributes(e.get("attributes", [])),
+                _json_attributes(e.get("attributes", []), text),
             )
             for e in raw.get("events", [])
         ),

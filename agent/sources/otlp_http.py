@@ -2,27 +2,63 @@
 
 - 200 with an ExportTraceServiceResponse in the request's encoding; `partial_success` counts the
   spans that were rejected (e.g. malformed ids) and says why.
-- 400 with a google.rpc.Status when the body cannot be decoded (not retryable).
+- 400 with a google.rpc.Status when the body cannot be decoded or decompressed (not retryable);
+  the body is dead-lettered. No input produces a 500: an unexpected failure is a 400, logged.
 - 413 when the body is larger than `otlp_max_body_bytes`, 415 for other content types.
 - 503 with Retry-After while intake is paused (evaluation queue full, judge unavailable), so the
   exporter retries later.
+
+Every refused request, including the 400s aiohttp sends itself for malformed HTTP, is counted in
+`ragpulse_requests_refused_total{source="otlp_http",reason}` (see agent/sources/refusals.py).
+
+Compressed bodies are inflated (bounded by `otlp_max_body_bytes`) and bodies larger than
+`DECODE_INLINE_BYTES` are decoded in a worker thread, and a decoded request is handed to the
+pipeline in slices of whole traces, so that neither a 32 MiB body nor a gzip bomb holds the event
+loop (health checks, /metrics, other requests) for long.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
+import zlib
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from aiohttp import web
+from aiohttp.abc import AbstractAccessLogger
 from aiohttp.http_exceptions import ContentEncodingError
+from aiohttp.web_protocol import RequestPayloadError
 from google.protobuf import json_format
 from google.rpc import code_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from agent.otlp.decode import Encoding, UndecodableError, decode_request
+from agent.model import Span
+from agent.otlp.decode import DecodedRequest, Encoding, UndecodableError, decode_request
+from agent.sources import refusals
 from agent.sources.base import Intake
+from agent.sources.refusals import RateLimitFilter, Refusals
 from agent.sources.security import EndpointSecurity
+from agent.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
+# aiohttp logs every malformed request with a traceback; through this logger, once per 10 s.
+_server_log = logging.getLogger(f"{__name__}.server")
+
+
+def _not_a_refused_body(record: logging.LogRecord) -> bool:
+    # aiohttp logs the corrupt-compression error again when it drains the refused body: it was
+    # answered (400) and counted already.
+    error = record.exc_info[1] if record.exc_info else None
+    return not isinstance(error, (RequestPayloadError, ContentEncodingError))
+
+
+_server_log.addFilter(_not_a_refused_body)
+_server_log.addFilter(RateLimitFilter())
+_error_log = logging.getLogger(f"{__name__}.errors")
+_error_log.addFilter(RateLimitFilter())
 
 SOURCE = "otlp_http"
 _CONTENT_TYPES: dict[str, Encoding] = {
@@ -31,6 +67,17 @@ _CONTENT_TYPES: dict[str, Encoding] = {
     "application/json": "json",
 }
 _CONTENT_ENCODINGS = ("identity", "gzip", "deflate")
+# Bodies up to this size decode on the event loop (well under a millisecond); larger ones in a thread.
+DECODE_INLINE_BYTES = 64 * 1024
+# Spans handed to the pipeline per event-loop turn (whole traces are never split).
+ACCEPT_SLICE_SPANS = 100
+# How long the rest of a refused body is drained before the connection is closed.
+_LINGER_SECONDS = 2.0
+# The response key a handler sets to name why it refused the request (read by the access log).
+# (aiohttp >= 3.12 wants a typed key; older versions take the string.)
+_REFUSAL: Any = (
+    web.ResponseKey("ragpulse.refusal", str) if hasattr(web, "ResponseKey") else "ragpulse.refusal"
+)
 
 
 def _encode(message: status_pb2.Status | ExportTraceServiceResponse, encoding: Encoding) -> bytes:
@@ -43,31 +90,127 @@ def _content_type(encoding: Encoding) -> str:
     return "application/json" if encoding == "json" else "application/x-protobuf"
 
 
-def _status_response(http_status: int, code: int, message: str, encoding: Encoding) -> web.Response:
+def _status_response(
+    http_status: int, code: int, message: str, encoding: Encoding, reason: str
+) -> web.Response:
     body = _encode(status_pb2.Status(code=code, message=message), encoding)
-    return web.Response(status=http_status, body=body, content_type=_content_type(encoding))
+    response = web.Response(status=http_status, body=body, content_type=_content_type(encoding))
+    response[_REFUSAL] = reason
+    return response
+
+
+def _refusal_log(count: refusals.Refusals) -> type[AbstractAccessLogger]:
+    """An aiohttp access logger that logs nothing and counts every response >= 400.
+
+    aiohttp calls it for every response it sends, including the 400s for requests it could not
+    parse (which never reach a handler or a middleware), so this is the one place refusals are
+    counted: the reason a handler set on its response, else one derived from the status.
+    """
+
+    class RefusalLog(AbstractAccessLogger):
+        def log(self, request: web.BaseRequest, response: web.StreamResponse, time: float) -> None:
+            if response.status >= 400:
+                count.count(response.get(_REFUSAL) or refusals.reason_for_status(response.status))
+
+    return RefusalLog
+
+
+class _TooLarge(Exception):
+    """The body inflates past the size limit."""
+
+
+def _inflate(body: bytes, content_encoding: str, limit: int) -> bytes:
+    """The body without its gzip or deflate encoding, at most `limit` bytes (else _TooLarge).
+
+    Raises:
+        UndecodableError: the body is not valid data in that encoding.
+    """
+    if content_encoding == "identity":
+        return body
+    # gzip: a gzip header (wbits 16+); deflate: zlib-wrapped as the RFC says, or raw as some send.
+    attempts = (16 + zlib.MAX_WBITS,) if content_encoding == "gzip" else (zlib.MAX_WBITS, -zlib.MAX_WBITS)
+    error: zlib.error | None = None
+    for wbits in attempts:
+        try:
+            out = bytearray()
+            data = body
+            while data:  # concatenated gzip members are one body
+                inflater = zlib.decompressobj(wbits)
+                out += inflater.decompress(data, limit + 1 - len(out))
+                if len(out) > limit:
+                    raise _TooLarge
+                if not inflater.eof:
+                    if inflater.unconsumed_tail:  # more output than allowed is waiting
+                        raise _TooLarge
+                    raise zlib.error("truncated stream")
+                data = inflater.unused_data
+            return bytes(out)
+        except zlib.error as exc:
+            error = exc
+    raise UndecodableError(f"body cannot be decompressed ({content_encoding}): {error}")
+
+
+def _inflate_and_decode(body: bytes, content_encoding: str, encoding: Encoding, limit: int) -> DecodedRequest:
+    return decode_request(_inflate(body, content_encoding, limit), encoding)
+
+
+def _slices(request: DecodedRequest, size: int) -> Iterator[DecodedRequest]:
+    """The request in parts of about `size` spans, each trace's spans in one part."""
+    if len(request.spans) <= size:
+        yield request
+        return
+    by_trace: dict[str, list[Span]] = {}
+    for span in request.spans:
+        by_trace.setdefault(span.trace_id, []).append(span)
+    part = DecodedRequest(rejected=request.rejected)
+    for spans in by_trace.values():
+        if part.spans and len(part.spans) + len(spans) > size:
+            yield part
+            part = DecodedRequest()
+        part.spans.extend(spans)
+    yield part
 
 
 class OtlpHttpSource:
     name = SOURCE
 
     def __init__(
-        self, host: str, port: int, max_body_bytes: int, security: EndpointSecurity | None = None
+        self,
+        host: str,
+        port: int,
+        max_body_bytes: int,
+        telemetry: Telemetry | None = None,
+        security: EndpointSecurity | None = None,
     ) -> None:
         self._security = security or EndpointSecurity()
         self._host = host
         self._port = port
         self._max_body_bytes = max_body_bytes
+        self._refusals = Refusals(telemetry, SOURCE)
         self._runner: web.AppRunner | None = None
         self._intake: Intake | None = None
+        self._decoder: ThreadPoolExecutor | None = None
         self.bound_port: int | None = None
 
     async def start(self, intake: Intake) -> None:
         self._intake = intake
+        # One decoding thread: decoding is CPU work under the GIL, more threads would not help.
+        self._decoder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="otlp-decode")
         security = self._security  # TLS and bearer token (agent/sources/security.py), off by default
         app = web.Application(client_max_size=self._max_body_bytes, middlewares=security.middlewares)
         app.router.add_post("/v1/traces", self._handle)
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        self._runner = web.AppRunner(
+            app,
+            handle_signals=False,
+            access_log=log,
+            access_log_class=_refusal_log(self._refusals),
+            logger=_server_log,
+            # Bodies are inflated here, in the decoding thread, never on the event loop.
+            auto_decompress=False,
+            # After a refusal (413) the rest of the body is read and dropped for at most this long,
+            # so the sender sees the answer instead of a reset connection, and then cut off.
+            lingering_time=_LINGER_SECONDS,
+        )
         await self._runner.setup()
         site = web.TCPSite(
             self._runner, self._host, self._port, reuse_address=True, ssl_context=security.ssl_context
@@ -83,12 +226,33 @@ class OtlpHttpSource:
         runner, self._runner = self._runner, None
         if runner is not None:
             await runner.cleanup()
+        decoder, self._decoder = self._decoder, None
+        if decoder is not None:
+            decoder.shutdown(wait=False, cancel_futures=True)
 
     async def shutdown(self, timeout: float) -> None:
         await self.stop()
 
     async def _handle(self, request: web.Request) -> web.Response:
-        assert self._intake is not None
+        try:
+            return await self._receive(request)
+        except (asyncio.CancelledError, ConnectionError):
+            raise  # the client went away: there is no one to answer
+        except Exception as exc:  # never a 500: a body that trips a bug must not be retried forever
+            _error_log.exception("OTLP/HTTP request failed; answered 400 and dead-lettered (%r)", exc)
+            if self._intake is not None:
+                self._intake.dead_letter(refusals.INTERNAL_ERROR, f"request handling failed: {exc!r}")
+            return _status_response(
+                400,
+                code_pb2.INTERNAL,
+                "the agent could not process this body",
+                "protobuf",
+                refusals.INTERNAL_ERROR,
+            )
+
+    async def _receive(self, request: web.Request) -> web.Response:
+        intake = self._intake
+        assert intake is not None
         media_type = request.content_type
         encoding = _CONTENT_TYPES.get(media_type)
         if encoding is None:
@@ -97,32 +261,51 @@ class OtlpHttpSource:
                 code_pb2.INVALID_ARGUMENT,
                 f"unsupported Content-Type {media_type!r}; send application/x-protobuf or application/json",
                 "protobuf",
+                refusals.UNSUPPORTED_MEDIA_TYPE,
             )
         content_encoding = request.headers.get("Content-Encoding", "identity").lower()
         if content_encoding not in _CONTENT_ENCODINGS:
             return _status_response(
-                415, code_pb2.INVALID_ARGUMENT, f"unsupported Content-Encoding {content_encoding!r}", encoding
+                415,
+                code_pb2.INVALID_ARGUMENT,
+                f"unsupported Content-Encoding {content_encoding!r}",
+                encoding,
+                refusals.UNSUPPORTED_MEDIA_TYPE,
             )
+        if request.content_length is not None and request.content_length > self._max_body_bytes:
+            return self._too_large(encoding)
         try:
-            # aiohttp inflates gzip/deflate bodies itself; client_max_size bounds the inflated size.
+            # client_max_size bounds the body as sent; _inflate bounds it once inflated.
             body = await request.read()
         except web.HTTPRequestEntityTooLarge:
             return self._too_large(encoding)
-        except ContentEncodingError as exc:
-            return self._undecodable(f"body cannot be decompressed: {exc}", encoding)
-
-        reason = self._intake.pause_reason()
+        except (RequestPayloadError, ContentEncodingError) as exc:
+            return self._undecodable(f"body cannot be read ({content_encoding}): {exc}", encoding)
+        # Refused after reading: a server that closes with unread input resets the connection, and
+        # the sender would never see the 503 and its Retry-After.
+        reason = intake.pause_reason()
         if reason is not None:
             response = _status_response(
-                503, code_pb2.UNAVAILABLE, f"intake paused ({reason}); retry later", encoding
+                503, code_pb2.UNAVAILABLE, f"intake paused ({reason}); retry later", encoding, reason
             )
-            response.headers["Retry-After"] = str(max(1, round(self._intake.retry_after_seconds())))
+            response.headers["Retry-After"] = str(max(1, round(intake.retry_after_seconds())))
             return response
+
+        work = functools.partial(_inflate_and_decode, body, content_encoding, encoding, self._max_body_bytes)
         try:
-            decoded = decode_request(body, encoding)
+            if (content_encoding == "identity" and len(body) <= DECODE_INLINE_BYTES) or self._decoder is None:
+                decoded = work()
+            else:
+                decoded = await asyncio.get_running_loop().run_in_executor(self._decoder, work)
+        except _TooLarge:
+            return self._too_large(encoding)
         except UndecodableError as exc:
             return self._undecodable(str(exc), encoding)
-        self._intake.accept(decoded, SOURCE)
+        del body, work
+        for part in _slices(decoded, ACCEPT_SLICE_SPANS):
+            if part is not decoded:
+                await asyncio.sleep(0)  # let health checks and other requests in between slices
+            intake.accept(part, SOURCE)
 
         reply = ExportTraceServiceResponse()
         if decoded.rejected:
@@ -136,10 +319,10 @@ class OtlpHttpSource:
     def _undecodable(self, message: str, encoding: Encoding) -> web.Response:
         assert self._intake is not None
         self._intake.dead_letter("undecodable", message)
-        return _status_response(400, code_pb2.INVALID_ARGUMENT, message, encoding)
+        return _status_response(400, code_pb2.INVALID_ARGUMENT, message, encoding, refusals.UNDECODABLE)
 
     def _too_large(self, encoding: Encoding) -> web.Response:
         assert self._intake is not None
         message = f"body exceeds {self._max_body_bytes} bytes; send smaller batches"
         self._intake.dead_letter("too_large", message)
-        return _status_response(413, code_pb2.INVALID_ARGUMENT, message, encoding)
+        return _status_response(413, code_pb2.INVALID_ARGUMENT, message, encoding, refusals.TOO_LARGE)

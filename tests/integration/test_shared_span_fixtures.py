@@ -12,7 +12,7 @@ import random
 
 import pytest
 
-from agent.labels import LabelLimiter
+from agent.labels import SeriesBudget
 from agent.otlp.assemble import NOT_RAG, Assembly, Labeller, TraceAssembler
 from agent.otlp.conventions.genai import GenAI
 from agent.otlp.conventions.manual import Manual
@@ -42,7 +42,7 @@ pytestmark = pytest.mark.skipif(not SPANS.is_dir(), reason="shared span fixtures
 def assembler(wait: float = 30.0, clock=None) -> TraceAssembler:  # type: ignore[no-untyped-def]
     return TraceAssembler(
         [OpenInference(), OpenLLMetry(), GenAI(), Manual()],
-        Labeller(("http.route",), LabelLimiter(100), LabelLimiter(100)),
+        Labeller(("http.route",), SeriesBudget(10_000, 100)),
         wait_seconds=wait,
         max_traces=100,
         max_spans_per_trace=100,

@@ -14,6 +14,7 @@ from agent.otlp.assemble import (
     MAX_SPANS_PER_TRACE,
     MAX_TRACES,
     NOT_RAG,
+    PIECE_OVERHEAD_BYTES,
     SELF,
 )
 from tests.otlp_support import Clock, Recorder, assembler, decoded, otlp_json, protobuf, set_all, total
@@ -238,7 +239,10 @@ def test_max_chunk_bytes_evicts_oldest_traces() -> None:
     rag_trace(recorder)
     rag_trace(recorder)
     spans = recorder.spans()
-    size = sum(len(d) for d in DOCS) + len(QUERY + " (as retrieved)")  # what one retriever holds
+    # What one retriever holds: its text, and its piece.
+    size = (
+        sum(len(d) for d in DOCS) + len(QUERY + " (as retrieved)") + PIECE_OVERHEAD_BYTES + len("retriever")
+    )
     a = assembler(max_chunk_bytes=size + 10)
     assert a.add(decoded([spans[0]])).evictions == {}
     out = a.add(decoded([spans[3]]))
@@ -278,3 +282,92 @@ def test_the_agent_marks_its_process_so_the_sdk_tags_its_own_spans(monkeypatch: 
     assert own.provider.resource.attributes[SELF_RESOURCE_ATTRIBUTE] == "true"
     rag_trace(own)
     assert assembler().add(decoded(own.spans())).skipped == {SELF: 3}
+
+
+# -- every buffered span counts towards the byte bound ----------------------------------------------
+
+
+def busy_trace(recorder: Recorder, noise: int, *, llm: bool = True) -> None:
+    """An HTTP root → CHAIN → RETRIEVER, `noise` non-RAG spans (DB calls, HTTP), then the LLM call."""
+    tracer = recorder.tracer
+    with tracer.start_as_current_span("POST /ask") as http:
+        http.set_attribute("http.route", "/ask")
+        with tracer.start_as_current_span("chain") as chain:
+            set_all(chain, {"openinference.span.kind": "CHAIN", "input.value": QUERY})
+            with tracer.start_as_current_span("retriever") as retriever:
+                retriever.set_attribute("openinference.span.kind", "RETRIEVER")
+                for i, doc in enumerate(DOCS):
+                    retriever.set_attribute(f"retrieval.documents.{i}.document.content", doc)
+            for i in range(noise):
+                with tracer.start_as_current_span(f"SELECT chunk {i}") as db:
+                    db.set_attribute("db.system", "postgresql")
+            if llm:
+                with tracer.start_as_current_span("llm") as call:
+                    set_all(call, {"openinference.span.kind": "LLM", "output.value": RESPONSE})
+
+
+def _trace_bodies(traces: int, noise: int) -> list[list[bytes]]:
+    """Per trace, its spans as the SDK exports them: in end order, 200 per request."""
+    bodies = []
+    for _ in range(traces):
+        recorder = Recorder()
+        busy_trace(recorder, noise)
+        spans = recorder.spans()
+        bodies.append([protobuf(spans[i : i + 200]) for i in range(0, len(spans), 200)])
+    return bodies
+
+
+def test_non_rag_spans_of_open_traces_count_towards_the_byte_bound() -> None:
+    from agent.otlp.decode import decode_request
+
+    bodies = _trace_bodies(traces=6, noise=1_000)
+    bound = 2 * 1_000 * PIECE_OVERHEAD_BYTES  # room for about two such traces
+    a = assembler(max_chunk_bytes=bound, max_spans_per_trace=2_000)
+    evictions = 0
+    for trace in bodies:
+        for body in trace[:-1]:  # everything but the last request (the LLM call and the roots)
+            out = a.add(decode_request(body, "protobuf").spans)
+            assert out.buffered_bytes <= bound
+            evictions += out.evictions[MAX_CHUNK_BYTES]
+    assert evictions >= 3  # six 1,000-span traces cannot all be held in room for two
+    assert a.add([]).buffered_traces <= 2
+
+
+def test_the_byte_estimate_covers_the_memory_really_held() -> None:
+    import gc
+    import tracemalloc
+
+    from agent.otlp.decode import decode_request
+
+    bodies = _trace_bodies(traces=10, noise=1_000)
+    a = assembler(max_spans_per_trace=2_000)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for trace in bodies:
+            for body in trace[:-1]:
+                spans = decode_request(body, "protobuf").spans
+                out = a.add(spans)
+                del spans
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert out.buffered_traces == 10
+    # The estimate must not undercount (a bound that undercounts bounds nothing), nor wildly overcount.
+    assert held <= out.buffered_bytes <= 3 * held, (held, out.buffered_bytes)
+
+
+def test_non_rag_spans_cannot_push_the_llm_span_out_of_a_full_trace() -> None:
+    from agent.otlp.decode import decode_request
+
+    recorder = Recorder()
+    busy_trace(recorder, noise=50)
+    spans = recorder.spans()  # end order: retriever, 50 DB spans, llm, chain, http root
+    a = assembler(max_spans_per_trace=10)
+    out = a.add(decode_request(protobuf(spans[:51]), "protobuf").spans)
+    assert out.evictions == {MAX_SPANS_PER_TRACE: 40}  # links beyond the quota of 10 are not held
+    out = a.add(decode_request(protobuf(spans[51:]), "protobuf").spans)
+    assert [(i.query, i.response, i.route) for i in out.interactions] == [(QUERY, RESPONSE, "/ask")]
+    assert out.buffered_traces == 0 and out.buffered_bytes == 0

@@ -50,7 +50,6 @@ def test_list_settings_from_env_are_comma_separated() -> None:
     [
         ({"RAGPULSE_SAMPLE_RATE": "1.5"}, ["sample_rate", "from environment", "RAGPULSE_SAMPLE_RATE"]),
         ({"RAGPULSE_OTLP_LISTEN": "4318"}, ["otlp_listen", "HOST:PORT"]),
-        ({"RAGPULSE_SAMPEL_RATE": "0.5"}, ["sampel_rate", "unknown setting"]),
         ({"RAGPULSE_METRICS": "context_precision,bogus"}, ["metrics", "bogus"]),
         ({"RAGPULSE_EVAL_CONCURRENCY": "0"}, ["eval_concurrency", "greater than 0"]),
     ],
@@ -85,3 +84,35 @@ def test_every_setting_is_listed_with_its_env_var() -> None:
     listing = describe_settings()
     for name in ("sample_rate", "redis_url", "judge_model", "otlp_listen"):
         assert f"RAGPULSE_{name.upper()}" in listing
+
+
+def test_unknown_env_vars_are_a_warning_naming_them_not_an_error(caplog: pytest.LogCaptureFixture) -> None:
+    # What Kubernetes injects for a Service named ragpulse, plus a typo of a real setting.
+    environ = {
+        "RAGPULSE_SERVICE_HOST": "10.0.0.7",
+        "RAGPULSE_PORT": "tcp://10.0.0.7:4318",
+        "RAGPULSE_PORT_4318_TCP_ADDR": "10.0.0.7",
+        "RAGPULSE_SAMPEL_RATE": "0.5",
+        "RAGPULSE_SAMPLE_RATE": "0.25",
+    }
+    with caplog.at_level("WARNING", logger="agent.config"):
+        settings = load_settings(environ=environ)
+    assert settings.sample_rate == 0.25
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1
+    for name in ("RAGPULSE_SERVICE_HOST", "RAGPULSE_PORT,", "RAGPULSE_PORT_4318_TCP_ADDR"):
+        assert name in warnings[0]
+    assert "RAGPULSE_SAMPEL_RATE (did you mean RAGPULSE_SAMPLE_RATE?)" in warnings[0]
+
+
+def test_known_env_vars_alone_log_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("WARNING", logger="agent.config"):
+        load_settings(environ={"RAGPULSE_SAMPLE_RATE": "0.5", "OTHER": "x"})
+    assert caplog.records == []
+
+
+def test_unknown_keys_in_a_config_file_stay_errors(tmp_path: Path) -> None:
+    config = tmp_path / "ragpulse.yaml"
+    config.write_text("sampel_rate: 0.5\n")
+    with pytest.raises(ConfigError, match=r"sampel_rate.*unknown setting"):
+        load_settings(config_file=config, environ={})

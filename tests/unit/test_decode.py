@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 
 import pytest
 from google.protobuf import json_format
+from hypothesis import given
+from hypothesis import settings as hyp_settings
+from hypothesis import strategies as st
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.resources import Resource as SdkResource
 from opentelemetry.sdk.trace import TracerProvider
@@ -137,3 +141,124 @@ def test_undecodable_bodies_raise_a_clear_error(encoding: str, body: bytes) -> N
 def test_empty_bodies_are_empty_requests() -> None:
     assert decode_request(b"", "protobuf").spans == []
     assert decode_request(b"{}", "json").spans == []
+
+
+# -- hostile bodies: UndecodableError and nothing else ----------------------------------------------
+
+
+def _nested_json_value(depth: int) -> str:
+    # Built as text: json.dumps itself gives up on a few hundred levels.
+    return (
+        '{"kvlistValue": {"values": [{"key": "k", "value": ' * depth
+        + '{"stringValue": "leaf"}'
+        + "}]}}" * depth
+    )
+
+
+def _json_body_with_value(value: str) -> bytes:
+    span = (
+        '{"traceId": "5b8efff798038103d269b633813fc60c", "spanId": "eee19b7ec3c1b174", '
+        f'"attributes": [{{"key": "deep", "value": {value}}}]}}'
+    )
+    return ('{"resourceSpans": [{"scopeSpans": [{"spans": [' + span + "]}]}]}").encode()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"[" * 2_000 + b"]" * 2_000,  # the ~2 KB message that killed the Kafka consumer
+        b'{"resourceSpans": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+        b"{" + b'"a":{' * 5_000 + b"}" * 5_001,
+    ],
+    ids=["2k-arrays", "100k-arrays", "5k-objects"],
+)
+def test_deeply_nested_json_is_undecodable_not_a_recursion_error(body: bytes) -> None:
+    with pytest.raises(UndecodableError, match=r"nested too deeply|not a valid|not an OTLP"):
+        decode_request(body, "json")
+
+
+def test_attribute_values_nested_beyond_the_limit_are_undecodable() -> None:
+    from agent.otlp.decode import MAX_VALUE_DEPTH
+
+    ok = decode_request(_json_body_with_value(_nested_json_value(MAX_VALUE_DEPTH)), "json")
+    assert len(ok.spans) == 1
+    # 200 levels (800 of JSON) parse (under the interpreter's limit) but recurse 3 frames a level.
+    for depth in (MAX_VALUE_DEPTH + 1, 200):
+        with pytest.raises(UndecodableError, match="nested deeper"):
+            decode_request(_json_body_with_value(_nested_json_value(depth)), "json")
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
+        n >>= 7
+        if not n:
+            return bytes(out)
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def test_deeply_nested_protobuf_is_undecodable() -> None:
+    # Encoded by hand: the protobuf library itself refuses to build a message this deep.
+    value = _field(1, b"leaf")  # AnyValue.string_value
+    for _ in range(200):
+        value = _field(5, _field(1, value))  # AnyValue.array_value(ArrayValue.values=[value])
+    span = encode_spans(_sdk_spans()).resource_spans[0].scope_spans[0].spans[0].SerializeToString()
+    span += _field(9, _field(1, b"deep") + _field(2, value))  # Span.attributes += KeyValue
+    body = _field(1, _field(2, _field(2, span)))  # request.resource_spans.scope_spans.spans
+    with pytest.raises(UndecodableError):
+        decode_request(body, "protobuf")
+    # The same span without the deep attribute decodes.
+    assert (
+        len(decode_request(_field(1, _field(2, _field(2, span[: -len(value) - 12]))), "protobuf").spans) <= 1
+    )
+
+
+def test_invalid_utf8_in_a_protobuf_string_is_undecodable() -> None:
+    request = encode_spans(_sdk_spans())
+    body = request.SerializeToString()
+    # The scope name "tests" is a string field; make its bytes invalid UTF-8 (same length).
+    assert body.count(b"tests") == 1
+    with pytest.raises(UndecodableError):
+        decode_request(body.replace(b"tests", b"t\xffsts"), "protobuf")
+
+
+def test_lone_surrogates_in_json_strings_become_replacement_characters() -> None:
+    body = _json_body_with_value('{"stringValue": "x"}').replace(
+        b'"x"', b'"a\\ud800b\\udfffc \\ud83d\\ude00"'
+    )
+    body = body.replace(b'"deep"', b'"input.value"')
+    span = decode_request(body, "json").spans[0]
+    text = span.attributes["input.value"]
+    assert text == "a\ufffdb\ufffdc \U0001f600"  # a valid pair is kept
+    text.encode("utf-8")  # what every judge, cache key and exporter does with it
+    assert span.known is not None and span.known["input.value"] == text
+
+
+@given(st.binary(max_size=512))
+@hyp_settings(max_examples=300, deadline=None)
+def test_any_bytes_raise_only_undecodable_error(body: bytes) -> None:
+    from agent.otlp.decode import decode_kafka_value
+
+    for encoding in ("otlp_proto", "otlp_json"):
+        with contextlib.suppress(UndecodableError):
+            decode_kafka_value(body, encoding)
+
+
+JSON_DOCUMENTS = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+    max_leaves=30,
+)
+
+
+@given(JSON_DOCUMENTS)
+@hyp_settings(max_examples=300, deadline=None)
+def test_any_json_document_raises_only_undecodable_error(document: object) -> None:
+    for wrapped in (document, {"resourceSpans": document}, {"resourceSpans": [{"scopeSpans": document}]},
+                    {"resourceSpans": [{"scopeSpans": [{"spans": document}]}]}):  # fmt: skip
+        with contextlib.suppress(UndecodableError):
+            decode_request(json.dumps(wrapped).encode(), "json")

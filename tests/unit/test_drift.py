@@ -1,12 +1,13 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 
 import pytest
 from prometheus_client import CollectorRegistry
 
-from agent.aggregate import DriftAggregator
+from agent.aggregate import DriftAggregator, MemoryDriftStore
 from agent.drift import DriftConfig, DriftDetector
 from agent.model import MetricResult, RagInteraction
 from agent.telemetry import Telemetry
@@ -93,3 +94,91 @@ def test_aggregator_exports_gauges_and_ignores_undefined_scores() -> None:
             )
     assert registry.get_sample_value("ragpulse_drift_score", labels) is None
     assert registry.get_sample_value("ragpulse_drift_score", {**labels, "route": "c"}) == 0.0
+
+
+# -- state that survives restarts -------------------------------------------------------------------
+
+
+def test_a_restored_detector_continues_exactly_where_the_saved_one_was() -> None:
+    rng = random.Random(7)
+    original = DriftDetector(SMALL)
+    feed(original, rng, 0.7, SMALL.baseline_size + 80)
+    restored = DriftDetector.restore(SMALL, json.loads(json.dumps(original.snapshot())))
+    tail = [min(1.0, max(0.0, rng.gauss(0.45, 0.2))) for _ in range(120)]
+    assert [original.update(v) for v in tail] == [restored.update(v) for v in tail]
+
+
+@pytest.mark.parametrize(
+    "state",
+    [{}, {"version": 99}, {"version": 1, "n": "x"}, {"version": 1, "n": 5, "mean": float("nan"),
+     "m2": 0, "variance": 0, "cusum": 0, "window": []}, {"version": 1, "n": -1, "mean": 0, "m2": 0,
+     "variance": 0, "cusum": 0, "window": []}],
+)  # fmt: skip
+def test_a_malformed_state_is_refused(state: dict) -> None:
+    with pytest.raises(ValueError):
+        DriftDetector.restore(SMALL, state)
+
+
+def _scores(aggregator: DriftAggregator, values: list[float]) -> None:
+    async def run() -> None:
+        for value in values:
+            await aggregator.export(_interaction("a"), [MetricResult.ok("faithfulness", value, judge="j")])
+
+    asyncio.run(run())
+
+
+def test_the_baseline_is_not_relearnt_after_a_restart() -> None:
+    store = MemoryDriftStore()
+    labels = {"service": "svc", "route": "a", "metric": "faithfulness"}
+    first_registry = CollectorRegistry()
+    first = DriftAggregator(Telemetry(first_registry), SMALL, store=store)
+    _scores(first, [0.7] * SMALL.baseline_size)  # the baseline is learnt; nothing judged yet
+    assert first_registry.get_sample_value("ragpulse_drift_score", labels) is None
+    asyncio.run(first.shutdown(1.0))  # saves what changed
+    assert store.states[("svc", "a", "faithfulness")]["n"] == SMALL.baseline_size
+
+    registry = CollectorRegistry()
+    restarted = DriftAggregator(Telemetry(registry), SMALL, store=store)
+    _scores(restarted, [0.7])  # one score: ready at once, the baseline came from the store
+    assert registry.get_sample_value("ragpulse_drift_score", labels) == 0.0
+    # Without the store, one score is one score of a new baseline: nothing exported yet.
+    fresh_registry = CollectorRegistry()
+    _scores(DriftAggregator(Telemetry(fresh_registry), SMALL), [0.7])
+    assert fresh_registry.get_sample_value("ragpulse_drift_score", labels) is None
+
+
+class FailingStore:
+    def __init__(self) -> None:
+        self.saves = 0
+
+    async def load(self, key):  # type: ignore[no-untyped-def]
+        raise ConnectionError("redis down")
+
+    async def save(self, states):  # type: ignore[no-untyped-def]
+        self.saves += 1
+        raise ConnectionError("redis down")
+
+
+def test_a_store_outage_never_fails_an_export_and_is_counted() -> None:
+    registry = CollectorRegistry()
+    store = FailingStore()
+    aggregator = DriftAggregator(Telemetry(registry), SMALL, store=store)
+    _scores(aggregator, [0.7] * (SMALL.baseline_size + 1))
+    assert registry.get_sample_value("ragpulse_drift_state_errors_total", {"operation": "load"}) == 1
+    asyncio.run(aggregator.save())
+    asyncio.run(aggregator.save())  # what failed is retried
+    assert store.saves == 2
+    assert registry.get_sample_value("ragpulse_drift_state_errors_total", {"operation": "save"}) == 2
+
+
+def test_series_evicted_before_a_save_are_saved_later() -> None:
+    store = MemoryDriftStore()
+    aggregator = DriftAggregator(Telemetry(CollectorRegistry()), SMALL, max_series=1, store=store)
+
+    async def run() -> None:
+        for route in ("a", "b"):
+            await aggregator.export(_interaction(route), [MetricResult.ok("faithfulness", 0.5, judge="j")])
+        await aggregator.save()
+
+    asyncio.run(run())
+    assert set(store.states) == {("svc", "a", "faithfulness"), ("svc", "b", "faithfulness")}
