@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import threading
 import time
 from collections.abc import Iterator
@@ -36,11 +35,6 @@ from tests.hostile_bodies import (
 from tests.support import AgentProcess, http_post
 
 pytestmark = pytest.mark.integration
-
-# Until the hostile-input hardening (agent/sources/refusals.py and the decoder's guards) is merged,
-# these cases find real 500s; expected to fail there, and must pass once it is in.
-HARDENED = importlib.util.find_spec("agent.sources.refusals") is not None
-until_hardened = pytest.mark.xfail(not HARDENED, reason="hostile-input hardening not merged yet")
 
 MAX_BODY = 8 * 1024 * 1024
 RSS_BOUND_MIB = 256  # measured peak 99 MiB (VmHWM) with the hostile-input hardening
@@ -117,7 +111,6 @@ def post(url: str, case: Hostile) -> int:
 FUZZ_EXAMPLES = 400
 
 
-@until_hardened
 @settings(
     max_examples=FUZZ_EXAMPLES,
     deadline=None,
@@ -189,7 +182,6 @@ def peak_rss_mib(pid: int) -> float:
     raise AssertionError("no VmHWM in /proc status")
 
 
-@until_hardened
 def test_the_agent_process_stays_within_its_memory_bound_under_the_worst_cases() -> None:
     if not Path("/proc/self/status").exists():
         pytest.skip("needs /proc to read the agent's peak memory")

@@ -5,18 +5,10 @@ Kafka consumer."""
 
 from __future__ import annotations
 
-import importlib.util
-
-import pytest
 from hypothesis import HealthCheck, given, settings
 
 from agent.otlp.decode import DecodedRequest, UndecodableError, decode_kafka_value, decode_request
 from tests.hostile_bodies import Hostile, decodable
-
-# Until the hostile-input hardening (agent/sources/refusals.py and the decoder's guards) is merged,
-# these cases find real 500s; expected to fail there, and must pass once it is in.
-HARDENED = importlib.util.find_spec("agent.sources.refusals") is not None
-until_hardened = pytest.mark.xfail(not HARDENED, reason="hostile-input hardening not merged yet")
 
 ENCODING = {"application/x-protobuf": "protobuf", "application/json": "json"}
 KAFKA = {"protobuf": "otlp_proto", "json": "otlp_json"}
@@ -28,7 +20,6 @@ FUZZ = settings(
 )
 
 
-@until_hardened
 @FUZZ
 @given(decodable)
 def test_decoders_accept_or_refuse_hostile_bodies_cleanly(case: Hostile) -> None:
