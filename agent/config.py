@@ -55,6 +55,12 @@ class Settings(BaseModel):
         description="Where spans come from: otlp-http (embedded receiver) or kafka (consumer group).",
     )
     otlp_listen: str = Field("127.0.0.1:4318", description="HOST:PORT of the OTLP/HTTP receiver.")
+    # OTLP/gRPC beside OTLP/HTTP in the embedded default (most SDKs and the Collector default to it).
+    otlp_grpc_listen: str = Field(
+        "127.0.0.1:4317",
+        description="HOST:PORT of the OTLP/gRPC receiver run beside OTLP/HTTP (source otlp-http); "
+        "empty to disable.",
+    )
     otlp_max_body_bytes: int = Field(
         32 * 1024 * 1024, gt=0, description="Largest OTLP/HTTP body accepted (after decompression)."
     )
@@ -403,6 +409,17 @@ class Settings(BaseModel):
     @property
     def otlp_address(self) -> tuple[str, int]:
         return _split_host_port(self.otlp_listen)
+
+    @field_validator("otlp_grpc_listen")
+    @classmethod
+    def _optional_host_port(cls, value: str) -> str:
+        if value:
+            _split_host_port(value)
+        return value
+
+    @property
+    def otlp_grpc_address(self) -> tuple[str, int] | None:
+        return _split_host_port(self.otlp_grpc_listen) if self.otlp_grpc_listen else None
 
     @property
     def metrics_address(self) -> tuple[str, int]:

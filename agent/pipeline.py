@@ -381,13 +381,32 @@ def build_source(settings: Settings, telemetry: Telemetry) -> Source:
             commit_interval_seconds=settings.kafka_commit_interval_seconds,
         )
         return KafkaSource(config, telemetry)
-    return OtlpHttpSource(
+    http = OtlpHttpSource(
         *settings.otlp_address,
         max_body_bytes=settings.otlp_max_body_bytes,
         telemetry=telemetry,
         # 401s are counted with the receiver's other refusals (reason "unauthorized").
         security=otlp_security(settings),
     )
+    grpc_address = settings.otlp_grpc_address
+    if grpc_address is None:
+        return http
+    # Imported here so that disabling gRPC never loads grpcio.
+    from agent.sources.composite import CompositeSource
+    from agent.sources.grpc_security import interceptors, server_credentials
+    from agent.sources.otlp_grpc import SOURCE as GRPC_SOURCE
+    from agent.sources.otlp_grpc import OtlpGrpcSource
+
+    unauthorized = telemetry.requests_refused.labels(GRPC_SOURCE, "unauthorized").inc
+    grpc = OtlpGrpcSource(
+        *grpc_address,
+        max_body_bytes=settings.otlp_max_body_bytes,
+        refused=telemetry.requests_refused,
+        # The same TLS, mTLS and bearer-token settings as OTLP/HTTP (agent/sources/grpc_security.py).
+        credentials=server_credentials(settings),
+        interceptors=interceptors(settings, unauthorized),
+    )
+    return CompositeSource([http, grpc])
 
 
 def build_exporters(settings: Settings, telemetry: Telemetry, redis: Any = None) -> list[Exporter]:

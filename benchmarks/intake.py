@@ -6,6 +6,13 @@ per batch (what one OTLP/HTTP request or one Kafka message holds). Compared with
 parse of the same bytes, the floor any Python intake sits on.
 
     python benchmarks/intake.py [--seconds 3]
+
+With --receivers it measures the receivers over the wire instead: the OTLP/HTTP and OTLP/gRPC
+receivers (the agent's own classes) in this process, fed the multi-span batch by a client in
+another process (4 connections, each sending as fast as its answers come back), in spans per
+second accepted (decoded and handed to the intake; no assembly).
+
+    python benchmarks/intake.py --receivers [--seconds 10]
 """
 
 from __future__ import annotations
@@ -127,10 +134,117 @@ def rate(work: Callable[[], object], seconds: float) -> float:
     return best
 
 
+class CountingIntake:
+    """Takes every request and counts its spans (what the receivers alone cost)."""
+
+    def __init__(self) -> None:
+        self.spans = 0
+
+    def accepting(self) -> bool:
+        return True
+
+    def pause_reason(self) -> str | None:
+        return None
+
+    def retry_after_seconds(self) -> float:
+        return 1.0
+
+    def accept(self, request: object, source: str) -> int:
+        self.spans += len(request.spans)  # type: ignore[attr-defined]
+        return 0
+
+    def low_watermark(self) -> int:
+        return 1
+
+    def dead_letter(self, reason: str, detail: str, count: int = 1) -> None:
+        raise AssertionError(f"dead letter: {reason} {detail}")
+
+
+def _client(kind: str, port: int, body: bytes, seconds: float, connections: int, done: object) -> None:
+    """Child process: send `body` over `connections` connections for `seconds`; report requests."""
+    import http.client
+    import threading
+
+    import grpc
+
+    from agent.sources.otlp_grpc import SERVICE
+
+    counts = [0] * connections
+    deadline = time.monotonic() + seconds
+
+    def http_loop(n: int) -> None:
+        connection = http.client.HTTPConnection("127.0.0.1", port)
+        headers = {"Content-Type": "application/x-protobuf"}
+        while time.monotonic() < deadline:
+            connection.request("POST", "/v1/traces", body, headers)
+            response = connection.getresponse()
+            response.read()
+            assert response.status == 200, response.status
+            counts[n] += 1
+
+    def grpc_loop(n: int) -> None:
+        with grpc.insecure_channel(
+            f"127.0.0.1:{port}", options=[("grpc.use_local_subchannel_pool", 1)]
+        ) as channel:
+            export = channel.unary_unary(f"/{SERVICE}/Export")
+            while time.monotonic() < deadline:
+                export(body, timeout=30)
+                counts[n] += 1
+
+    loop = http_loop if kind == "http" else grpc_loop
+    threads = [threading.Thread(target=loop, args=(n,)) for n in range(connections)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    done.put(sum(counts))  # type: ignore[attr-defined]
+
+
+def receivers(seconds: float) -> None:
+    import asyncio
+    import multiprocessing
+
+    from agent.sources.otlp_grpc import OtlpGrpcSource
+    from agent.sources.otlp_http import OtlpHttpSource
+
+    body = multi_span_batch()
+    print(f"receivers: batch of {BATCH} spans, {len(body) / 1024:.0f} KiB protobuf, 4 client connections")
+    context = multiprocessing.get_context("spawn")
+
+    async def measure(kind: str) -> float:
+        intake = CountingIntake()
+        source: OtlpHttpSource | OtlpGrpcSource
+        if kind == "http":
+            source = OtlpHttpSource("127.0.0.1", 0, 16 << 20)
+        else:
+            source = OtlpGrpcSource("127.0.0.1", 0, 16 << 20)
+        await source.start(intake)  # type: ignore[arg-type]
+        assert source.bound_port is not None
+        done = context.Queue()
+        client = context.Process(target=_client, args=(kind, source.bound_port, body, seconds, 4, done))
+        client.start()
+        requests = await asyncio.get_running_loop().run_in_executor(None, done.get)
+        client.join()
+        await source.shutdown(5)
+        assert intake.spans == requests * BATCH, (intake.spans, requests)
+        return intake.spans / seconds
+
+    async def both() -> None:
+        for kind in ("http", "grpc"):
+            rate_ = await measure(kind)
+            print(f"OTLP/{kind.upper():4s} receiver: {rate_:9,.0f} spans/s accepted")
+
+    asyncio.run(both())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=3.0, help="time per measurement")
+    parser.add_argument("--receivers", action="store_true", help="measure the HTTP and gRPC receivers")
     args = parser.parse_args()
+    if args.receivers:
+        receivers(args.seconds)
+        return
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one core
     backend = api_implementation.Type()

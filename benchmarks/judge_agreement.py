@@ -1,6 +1,7 @@
 """Agreement of a judge with human / construction labels: AUROC and balanced accuracy.
 
     python benchmarks/judge_agreement.py FILE... [--judge lexical|MODEL] [--api-base URL]
+    python benchmarks/judge_agreement.py --cross DATA_DIR [--judge lexical|embedding]
 
 FILEs are JSONL in the formats of the shared evaluation data, detected by their fields:
 - RAGTruth QA (`passages`, `response`, `has_hallucination`): faithfulness (label 1 = no span);
@@ -15,6 +16,14 @@ threshold, and for faithfulness the hallucination F1 (positive class: unfaithful
 (fixed, documented in docs/judges.md): faithfulness is "faithful" at 1.0 (every claim supported),
 context relevancy "relevant" above 0 (some statement relevant), answer relevancy "relevant" at
 >= 0.5.
+
+--cross measures out of sample: the decision rule is chosen on one labelled set and reported on
+the others. Faithfulness (RAGTruth QA, ARES, HaluEval QA): a claim is supported when its support
+score is >= s, a response faithful when the share of supported claims is >= r; (s, r) is the
+pair of a fixed grid with the best hallucination F1 on the set it is chosen on. Context relevancy
+(ARES, plus two sets built from HaluEval and RAGTruth by pairing each question with its own
+passage (relevant) and with the next item's passage (not relevant)): a chunk is relevant when its
+graded relevance is >= t, chosen for the best balanced accuracy. AUROC needs no rule.
 """
 
 from __future__ import annotations
@@ -179,6 +188,111 @@ async def agreement(judge: Judge, path: Path) -> list[Agreement]:
     return rows
 
 
+# -- out of sample ---------------------------------------------------------------------------------
+
+SUPPORT_GRID = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+SHARE_GRID = (0.5, 0.67, 0.75, 0.9, 1.0)
+RELEVANCE_GRID = tuple(round(0.05 * n, 2) for n in range(1, 20))
+SETS = {
+    "RAGTruth": "ragtruth_qa_sample/ragtruth_qa_sample.jsonl",
+    "ARES": "ares_sample/ares_fewshot_judge_examples.jsonl",
+    "HaluEval": "halueval_qa_sample/halueval_qa_sample.jsonl",
+}
+
+
+def relevance_cases(name: str, path: Path) -> list[Case]:
+    """Context relevancy cases: ARES's labels, or pairs built from a QA set (own passage: 1,
+    the next item's passage: 0)."""
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    if name == "ARES":
+        return [c for c in load_cases(path)[1] if c.metric == "context_relevancy"]
+    if name == "RAGTruth":
+        unique = {r["source_id"]: r for r in rows}  # several responses share one question
+        pairs = [(r["question"], "\n".join(r["passages"])) for r in unique.values()]
+    else:
+        pairs = [(r["question"], r["knowledge"]) for r in rows]
+    cases = []
+    for n, (question, passage) in enumerate(pairs):
+        other = pairs[(n + 1) % len(pairs)][1]
+        cases.append(Case("context_relevancy", 1, question, (passage,), ""))
+        cases.append(Case("context_relevancy", 0, question, (other,), ""))
+    return cases
+
+
+def faithful(claim_scores: Sequence[float], support: float, share: float) -> int:
+    if not claim_scores:
+        return 1  # no claim: nothing unsupported
+    return int(sum(s >= support for s in claim_scores) / len(claim_scores) >= share)
+
+
+async def cross(judge: Judge, data: Path) -> None:
+    claim_scores: dict[str, tuple[list[int], list[list[float]]]] = {}
+    for name, relative in SETS.items():
+        cases = [c for c in load_cases(data / relative)[1] if c.metric == "faithfulness"]
+        checked = await asyncio.gather(*(judge.check_response(c.query, c.response, c.chunks) for c in cases))
+        scores = [
+            [v.supported.score if v.supported.score is not None else float(v.supported.value) for v in claims]
+            for claims in checked
+        ]
+        claim_scores[name] = ([c.label for c in cases], scores)
+
+    def f1_at(name: str, support: float, share: float) -> float:
+        labels, scores = claim_scores[name]
+        return f1_of_negatives(labels, [faithful(s, support, share) for s in scores]) or 0.0
+
+    print(f"judge: {judge.model}")
+    print("faithfulness: hallucination F1 at the rule chosen on the row's set (best F1 there)")
+    names = list(SETS)
+    print(
+        f"{'chosen on':<10} {'rule (s, r)':<14} "
+        + " ".join(f"{n:>9}" for n in names)
+        + "   AUROC of min support"
+    )
+    for source in names:
+        support, share = max(
+            ((s, r) for s in SUPPORT_GRID for r in SHARE_GRID), key=lambda rule: f1_at(source, *rule)
+        )
+        cells = [f"{f1_at(n, support, share):9.3f}" + ("*" if n == source else " ") for n in names]
+        print(f"{source:<10} {f'({support}, {share})':<14} " + "".join(cells))
+    grid = [(s, r) for s in SUPPORT_GRID for r in SHARE_GRID]
+    loo = []
+    for target in names:
+        # Leave one set out: the rule with the best mean F1 over the two others.
+        rule = max(grid, key=lambda g: sum(f1_at(n, *g) for n in names if n != target))
+        loo.append(f"{f1_at(target, *rule):6.3f} {rule}")
+    print(f"{'the others':<10} {'(per column)':<14} " + " ".join(loo))
+    documented = (0.5, 1.0)
+    cells = [f"{f1_at(n, *documented):9.3f} " for n in names]
+    print(f"{'documented':<10} {documented!s:<14} " + "".join(cells))
+    for name in names:
+        labels, scores = claim_scores[name]
+        print(
+            f"  {name}: AUROC(min claim support) {auroc(labels, [min(s, default=1.0) for s in scores]):.3f}"
+        )
+
+    print(
+        "context relevancy: AUROC of the graded relevance; "
+        "balanced accuracy at the threshold chosen on the row's set"
+    )
+    graded: dict[str, tuple[list[int], list[float]]] = {}
+    for name, relative in SETS.items():
+        cases = relevance_cases(name, data / relative)
+        assessed = await asyncio.gather(*(judge.assess_chunks(c.query, None, c.chunks) for c in cases))
+        graded[name] = ([c.label for c in cases], [a[0].relevance.score or 0.0 for a in assessed])
+
+    def accuracy_at(name: str, threshold: float) -> float:
+        labels, scores = graded[name]
+        return balanced_accuracy(labels, [int(s >= threshold) for s in scores]) or 0.0
+
+    for name in names:
+        labels, scores = graded[name]
+        print(f"  {name}: {len(labels)} cases, AUROC {auroc(labels, scores):.3f}")
+    for source in names:
+        threshold = max(RELEVANCE_GRID, key=lambda t: accuracy_at(source, t))
+        cells = [f"{accuracy_at(n, threshold):9.3f}" + ("*" if n == source else " ") for n in names]
+        print(f"{source:<10} {f't={threshold}':<14} " + "".join(cells))
+
+
 async def main_async(args: argparse.Namespace) -> None:
     overrides: dict[str, object] = {"judge_model": args.judge}
     if args.api_base:
@@ -186,6 +300,9 @@ async def main_async(args: argparse.Namespace) -> None:
     if args.api_key:
         overrides["judge_api_key"] = args.api_key
     judge = build_inner_judge(Settings.model_validate(overrides), Telemetry(CollectorRegistry()))
+    if args.cross:
+        await cross(judge, Path(args.cross))
+        return
     print(f"judge: {judge.model}")
     print(
         f"{'data':<12} {'metric':<18} {'items':>5} {'pos':>4} {'AUROC':>6} {'AUROC*':>6} "
@@ -206,7 +323,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("files", nargs="+")
+    parser.add_argument("files", nargs="*")
+    parser.add_argument("--cross", metavar="DATA_DIR", help="out-of-sample table over the shared data")
     parser.add_argument("--judge", default="lexical", help="'lexical' or a litellm model string")
     parser.add_argument("--api-base", default=None)
     parser.add_argument("--api-key", default=None)

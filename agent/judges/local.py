@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from agent.judges.base import AnswerComparison, ChunkAssessment, ClaimVerdict
 from agent.model import Verdict
@@ -55,7 +56,13 @@ _META_WORDS = """
     passage passages provided given based answer answers question questions information context
     unable mention mentioned mentions hope helps let know note according summary overall
     """.split()  # noqa: SIM905
-META_WORDS = frozenset(map(_fold, _META_WORDS))
+# Assent, refusal and hedges: "Yes.", "Sure!", "Sorry, I don't know." assert nothing checkable.
+_NON_ASSERTING = """
+    yes yeah yep nope sure ok okay maybe perhaps correct incorrect true false right wrong indeed
+    absolutely definitely certainly sorry thank thanks hello hi don doesn didn isn aren wasn
+    t s ll re ve d m
+    """.split()  # noqa: SIM905
+META_WORDS = frozenset(map(_fold, _META_WORDS + _NON_ASSERTING))
 
 
 def content_words(text: str) -> set[str]:
@@ -87,11 +94,24 @@ def names(text: str) -> set[str]:
     return found
 
 
-def coverage(claim_words: set[str], evidence_words: set[str]) -> float:
+def coverage(claim_words: set[str] | frozenset[str], evidence_words: set[str] | frozenset[str]) -> float:
     return len(claim_words & evidence_words) / len(claim_words) if claim_words else 0.0
 
 
-def support_score(claim: str, evidence: str) -> float:
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """What claims are checked against, tokenised once: checking n claims against a text reads
+    the text once, not n times (the judge stays linear in the size of what it judges)."""
+
+    words: frozenset[str]
+    numbers: frozenset[str]
+
+    @classmethod
+    def of(cls, text: str) -> Evidence:
+        return cls(frozenset(content_words(text)), frozenset(numbers(text)))
+
+
+def support_score(claim: str, evidence: str | Evidence) -> float:
     """How well `evidence` supports `claim`, in [0, 1].
 
     The share of the claim's content words found in the evidence, capped by the specifics: every
@@ -101,9 +121,11 @@ def support_score(claim: str, evidence: str) -> float:
     claim_words = content_words(_REFERENCE.sub(" ", claim)) - META_WORDS
     if not claim_words:
         return 1.0  # nothing checkable ("Yes.", "I don't know.") asserts nothing unsupported
-    evidence_words = content_words(evidence)
+    if isinstance(evidence, str):
+        evidence = Evidence.of(evidence)
+    evidence_words = evidence.words
     score = coverage(claim_words, evidence_words)
-    missing_numbers = numbers(claim) - numbers(evidence)
+    missing_numbers = numbers(claim) - evidence.numbers
     if missing_numbers:
         score = min(score, 0.25)
     missing_names = names(claim) - evidence_words
@@ -135,13 +157,15 @@ def assess_chunks(
     usefulness_threshold: float = 0.5,
     relevance_threshold: float = 0.3,
 ) -> list[ChunkAssessment]:
-    answer_sentences = [words for s in sentences(answer or "") if (words := content_words(s))]
+    # Only what the answer asserts can make a chunk useful; an answer asserting nothing checkable
+    # ("Yes.") leaves usefulness undefined (None), not 0.
+    answer_sentences = [words for s in sentences(answer or "") if (words := content_words(s) - META_WORDS)]
     query_words = content_words(query)
     assessed = []
     for chunk in chunks:
         chunk_words = content_words(chunk)
         useful = None
-        if answer is not None:
+        if answer is not None and answer_sentences:
             score = max((coverage(words, chunk_words) for words in answer_sentences), default=0.0)
             useful = _verdict(score, usefulness_threshold)
         statement_scores = [coverage(query_words, content_words(s)) for s in sentences(chunk)]
@@ -167,7 +191,7 @@ def check_response(
     support_threshold: float = 0.5,
     relevance_threshold: float = 0.2,
 ) -> list[ClaimVerdict]:
-    evidence = "\n".join(chunks)
+    evidence = Evidence.of("\n".join(chunks))
     query_words = content_words(query)
     checked = []
     for claim in claims(response):
@@ -183,14 +207,19 @@ def check_response(
 
 
 def check_reference(reference: str, chunks: Sequence[str], *, threshold: float = 0.5) -> list[Verdict]:
-    evidence = "\n".join(chunks)
+    evidence = Evidence.of("\n".join(chunks))
     return [_verdict(support_score(claim, evidence), threshold) for claim in claims(reference)]
 
 
 def compare_answers(response: str, reference: str, *, threshold: float = 0.5) -> AnswerComparison:
+    reference_evidence, response_evidence = Evidence.of(reference), Evidence.of(response)
     return AnswerComparison(
-        response_claims=tuple(_verdict(support_score(c, reference), threshold) for c in claims(response)),
-        reference_claims=tuple(_verdict(support_score(c, response), threshold) for c in claims(reference)),
+        response_claims=tuple(
+            _verdict(support_score(c, reference_evidence), threshold) for c in claims(response)
+        ),
+        reference_claims=tuple(
+            _verdict(support_score(c, response_evidence), threshold) for c in claims(reference)
+        ),
     )
 
 

@@ -63,6 +63,8 @@ class ContextPrecision:
             )
         except JudgeError as exc:
             return MetricResult.error(self.name, str(exc), judge=judge.model)
+        if assessed and all(a.useful is None for a in assessed):
+            return MetricResult.skipped(self.name, "nothing_checkable")
         score = context_precision_at_k([bool(a.useful and a.useful.value) for a in assessed])
         if score is None:
             return MetricResult.skipped(self.name, "no_chunks")

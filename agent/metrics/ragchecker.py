@@ -25,6 +25,8 @@ Undefined scores are ``None`` instead of RAGChecker's 0:
 - a fraction over response claims, gt claims or chunks is ``None`` when that set is empty;
 - context utilisation is ``None`` when no gt claim is found in any chunk;
 - context precision is also ``None`` without gt claims, since relevance is defined by them;
+- so are relevant / irrelevant noise sensitivity: a chunk is relevant when it holds a gt claim,
+  so without gt claims no chunk is relevant and the split (and "incorrect") means nothing;
 - with no chunks, the generator metrics (faithfulness, hallucination, self-knowledge, context
   utilisation, noise sensitivity) are ``None``: they describe how the generator used a context
   it never received. Claim recall stays defined (0.0): retrieving nothing is a real retrieval
@@ -175,6 +177,10 @@ def ragchecker_scores(check: ClaimCheck) -> RagCheckerScores:
         # Generator metrics describe how a context was used; without one they are undefined.
         return _fraction(sum(flags), n_resp) if check.n_chunks else None
 
+    def noise(flags: Sequence[bool]) -> float | None:
+        # Chunk relevance (and so the relevant / irrelevant split) is defined by the gt claims.
+        return generator(flags) if n_gt else None
+
     precision = _fraction(sum(correct), n_resp)
     recall = _fraction(sum(check.response2answer), n_gt)
     return RagCheckerScores(
@@ -187,8 +193,8 @@ def ragchecker_scores(check: ClaimCheck) -> RagCheckerScores:
         hallucination=generator(_masked(incorrect, ungrounded)),
         self_knowledge=generator(_masked(correct, ungrounded)),
         context_utilization=_fraction(sum(_masked(gt_in_context, check.response2answer)), sum(gt_in_context)),
-        noise_sensitivity_in_relevant=generator(_masked(incorrect, resp_in_relevant)),
-        noise_sensitivity_in_irrelevant=generator(_masked(incorrect, resp_in_irrelevant)),
+        noise_sensitivity_in_relevant=noise(_masked(incorrect, resp_in_relevant)),
+        noise_sensitivity_in_irrelevant=noise(_masked(incorrect, resp_in_irrelevant)),
     )
 
 

@@ -3,12 +3,14 @@
 It answers ragpulse's judge prompts like a well-behaved model: it reads only the fenced data of
 the prompt and computes deterministic verdicts from it with the lexical judge's functions, so
 instructions hidden inside a chunk change nothing. Faults can be scripted per request (429, 500,
-400, timeout, malformed JSON, wrong verdict count), latency can be injected, and it counts calls
-and tokens (cl100k tokenizer when available, else ~4 characters per token).
+400, timeout, malformed JSON, wrong verdict count), latency can be injected, it can miscount like
+real models do at larger k (`miscount=0.3`: that share of answers, drawn with a fixed seed, leave
+out one pinned item: a chunk verdict or a claim check), and it counts calls and tokens (cl100k
+tokenizer when available, else ~4 characters per token) and records every request.
 
     server = FakeLLMServer(latency=0.3).start()   # server.api_base -> http://127.0.0.1:PORT/v1
     server.script("429", "malformed")             # the next two requests fail that way
-    python -m tests.fakes.llm_server --port 8001 --latency 0.3 [--fault 500]
+    python -m tests.fakes.llm_server --port 8001 --latency 0.3 [--fault 500] [--miscount 0.3]
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import random
 import re
 import threading
 import time
@@ -29,7 +32,7 @@ from typing import Any
 
 from agent.judges import local
 
-FAULTS = ("429", "500", "400", "timeout", "malformed", "wrong_count")
+FAULTS = ("429", "500", "400", "timeout", "malformed", "wrong_count", "bad_claims")
 
 
 def _token_counter():  # type: ignore[no-untyped-def]
@@ -58,8 +61,21 @@ class Stats:
     by_kind: collections.Counter[str] = field(default_factory=collections.Counter)
     faults: collections.Counter[str] = field(default_factory=collections.Counter)
     requests: list[dict[str, Any]] = field(default_factory=list)
+    miscounts: int = 0
     # (monotonic arrival time, fault or None) of every request, to check retry pacing.
     arrivals: list[tuple[float, str | None]] = field(default_factory=list)
+
+
+def _drop_one(verdicts: dict[str, Any], section: str) -> bool:
+    """Leave out the last pinned item of an answer, as a model that miscounts does."""
+    items = verdicts.get(section)
+    if isinstance(items, dict) and items:
+        del items[list(items)[-1]]
+        return True
+    if isinstance(items, list) and items:
+        items.pop()
+        return True
+    return False
 
 
 _KIND = re.compile(r"^Question kind: (\w+)$", re.M)
@@ -77,17 +93,22 @@ def fenced_blocks(user: str) -> tuple[str, list[tuple[str, str]]]:
     return kind_match.group(1), blocks
 
 
+def _numbered(blocks: list[tuple[str, str]], prefix: str) -> dict[str, str]:
+    """{"3": text} for every block named e.g. "CHUNK 3", in order."""
+    return {name.split()[1]: text for name, text in blocks if name.startswith(prefix + " ")}
+
+
 def _statements(block: str) -> list[str]:
     parts = _STATEMENT.split(block)
     # split gives ['', '1', 'text', '2', 'text', ...]
     return [parts[i + 1].strip() for i in range(1, len(parts) - 1, 2)]
 
 
-def _assess(query: str, answer_text: str | None, chunks: list[str]) -> list[dict[str, Any]]:
+def _assess(query: str, answer_text: str | None, chunks: dict[str, str]) -> dict[str, dict[str, Any]]:
     query_words = local.content_words(query)
     answer_sentences = [w for s in local.sentences(answer_text or "") if (w := local.content_words(s))]
-    items = []
-    for chunk in chunks:
+    items = {}
+    for number, chunk in chunks.items():
         statements = _statements(chunk)
         item: dict[str, Any] = {
             "relevant": [
@@ -100,7 +121,7 @@ def _assess(query: str, answer_text: str | None, chunks: list[str]) -> list[dict
             chunk_words = local.content_words(" ".join(statements))
             best = max((local.coverage(w, chunk_words) for w in answer_sentences), default=0.0)
             item["useful"] = int(best >= 0.5)
-        items.append(item)
+        items[number] = item
     return items
 
 
@@ -121,17 +142,30 @@ def answer(user: str) -> dict[str, Any]:
     """The verdicts a careful model would give, computed from the fenced data only."""
     kind, blocks = fenced_blocks(user)
     named = {name: text for name, text in blocks}
-    chunks = [text for name, text in blocks if name.startswith("CHUNK ")]
+    numbered_chunks = _numbered(blocks, "CHUNK")
+    chunks = list(numbered_chunks.values())
     query = named.get("QUERY", "")
     if kind == "assess_interaction":
         # Both questions at once; the chunks arrive split into numbered statements.
         response = named["RESPONSE"]
         plain_chunks = [" ".join(_statements(chunk)) for chunk in chunks]
-        return {"chunks": _assess(query, response, chunks), "claims": _check(query, response, plain_chunks)}
+        return {
+            "chunks": _assess(query, response, numbered_chunks),
+            "claims": _check(query, response, plain_chunks),
+        }
     if kind == "assess_chunks":
-        return {"chunks": _assess(query, named.get("ANSWER"), chunks)}
+        return {"chunks": _assess(query, named.get("ANSWER"), numbered_chunks)}
     if kind == "check_response":
         return {"claims": _check(query, named["RESPONSE"], chunks)}
+    if kind == "check_claims":
+        evidence = "\n".join(chunks)
+        query_words = local.content_words(query)
+        checks = {}
+        for number, claim in _numbered(blocks, "CLAIM").items():
+            supported = local.support_score(claim, evidence) >= 0.5
+            relevant = local.coverage(query_words, local.content_words(claim)) >= 0.2 if query_words else True
+            checks[number] = {"supported": int(supported), "relevant": int(relevant)}
+        return {"claims": checks}
     if kind == "check_reference":
         verdicts = local.check_reference(named["REFERENCE"], chunks)
         texts = local.claims(named["REFERENCE"])
@@ -158,9 +192,21 @@ def answer(user: str) -> dict[str, Any]:
 class FakeLLMServer:
     """The server; `start()` serves on 127.0.0.1 in a background thread."""
 
-    def __init__(self, port: int = 0, latency: float = 0.0, hang_seconds: float = 60.0) -> None:
+    def __init__(
+        self,
+        port: int = 0,
+        latency: float = 0.0,
+        hang_seconds: float = 60.0,
+        miscount: float = 0.0,
+        seed: int = 20251122,
+        default_answer: str | None = None,
+    ) -> None:
+        # Answers any prompt that is not a judge prompt (an app's own LLM calls in framework tests).
+        self.default_answer = default_answer
         self.latency = latency
         self.hang_seconds = hang_seconds
+        self.miscount = miscount
+        self._random = random.Random(seed)
         # Sent as the Retry-After header of 429 answers when set (seconds).
         self.retry_after: float | None = None
         self.stats = Stats()
@@ -242,15 +288,29 @@ class FakeLLMServer:
             verdicts = answer(users[0]) if users else {}
             kind = fenced_blocks(users[0])[0] if users else "unknown"
         except (ValueError, KeyError) as exc:
+            if self.default_answer is not None:
+                return 200, self._completion(body, self.default_answer, prompt_tokens)
             return 400, {"error": {"message": f"not a judge prompt: {exc}", "type": "invalid_request_error"}}
-        if fault == "wrong_count" and isinstance(verdicts.get("chunks"), list):
-            verdicts["chunks"] = verdicts["chunks"][:-1]
+        if fault == "bad_claims" and isinstance(verdicts.get("claims"), list | dict):
+            claims = verdicts["claims"]
+            for item in claims.values() if isinstance(claims, dict) else claims:
+                item["supported"] = "yes"  # not 0 or 1: the claim text stays, its verdict is invalid
+        with self._lock:
+            miscounts = self.miscount > 0 and self._random.random() < self.miscount
+        section = "chunks" if kind != "check_claims" else "claims"
+        if (fault == "wrong_count" or miscounts) and _drop_one(verdicts, section):
+            with self._lock:
+                self.stats.miscounts += 1
         content = "this is not JSON {" if fault == "malformed" else json.dumps(verdicts)
+        with self._lock:
+            self.stats.by_kind[kind] += 1
+        return 200, self._completion(body, content, prompt_tokens)
+
+    def _completion(self, body: dict[str, Any], content: str, prompt_tokens: int) -> dict[str, Any]:
         completion_tokens = count_tokens(content)
         with self._lock:
             self.stats.completion_tokens += completion_tokens
-            self.stats.by_kind[kind] += 1
-        return 200, {
+        return {
             "id": f"chatcmpl-fake-{self.stats.calls}",
             "object": "chat.completion",
             "created": int(time.time()),
@@ -311,8 +371,9 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--latency", type=float, default=0.0, help="seconds added to every response")
     parser.add_argument("--fault", choices=FAULTS, default=None, help="fail every request this way")
+    parser.add_argument("--miscount", type=float, default=0.0, help="share of answers missing one item")
     args = parser.parse_args()
-    server = FakeLLMServer(args.port, args.latency)
+    server = FakeLLMServer(args.port, args.latency, miscount=args.miscount)
     server.fail_always(args.fault)
     print(f"fake LLM server on {server.api_base}", flush=True)
     with contextlib.suppress(KeyboardInterrupt):

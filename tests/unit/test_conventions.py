@@ -197,6 +197,79 @@ def test_openllmetry_multi_span(encoding: str, vector_db_events: bool) -> None:
     assert out.assembled_spans == 3 and not out.skipped
 
 
+def _node(text: str, node_id: str, score: float) -> str:
+    return json.dumps({"node": {"id_": node_id, "text": text, "metadata": {}}, "score": score})
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_openllmetry_llamaindex_reranked_nodes_are_the_context(encoding: str) -> None:
+    """OpenLLMetry's LlamaIndex layout: workflow/task spans only; the postprocessor's nodes (not
+    the retriever's) are what the LLM saw; the LLM step is a task with GenAI messages."""
+    recorder = Recorder()
+    tracer = recorder.tracer
+    with tracer.start_as_current_span("RetrieverQueryEngine.workflow") as root:
+        set_all(
+            root,
+            {
+                "traceloop.span.kind": "workflow",
+                "traceloop.entity.input": json.dumps({"str_or_query_bundle": {"query_str": QUERY}}),
+                "traceloop.entity.output": json.dumps({"response": RESPONSE, "metadata": {}}),
+            },
+        )
+        with tracer.start_as_current_span("VectorIndexRetriever.task") as retriever:
+            set_all(
+                retriever,
+                {
+                    "traceloop.span.kind": "task",
+                    "traceloop.entity.input": json.dumps({"query_bundle": {"query_str": QUERY}}),
+                    "traceloop.entity.output": json.dumps(
+                        [_node(d, f"n{i}", 0.9 - i / 10) for i, d in enumerate(DOCS)]
+                    ),
+                },
+            )
+        with tracer.start_as_current_span("LLMRerank.task") as reranker:
+            set_all(
+                reranker,
+                {
+                    "traceloop.span.kind": "task",
+                    "traceloop.entity.input": json.dumps({"nodes": [], "query_bundle": {"query_str": QUERY}}),
+                    "traceloop.entity.output": json.dumps(
+                        [_node(DOCS[2], "n2", 9.0), _node(DOCS[0], "n0", 8.0)]
+                    ),
+                },
+            )
+        with tracer.start_as_current_span("CompactAndRefine.task") as synthesizer:
+            set_all(synthesizer, {"traceloop.span.kind": "task", "traceloop.entity.output": '"text"'})
+            with tracer.start_as_current_span("OpenAI.task") as llm:
+                set_all(
+                    llm,
+                    {
+                        "traceloop.span.kind": "task",
+                        "gen_ai.output.messages": json.dumps(
+                            [{"role": "assistant", "parts": [{"type": "text", "content": RESPONSE}]}]
+                        ),
+                    },
+                )
+        with tracer.start_as_current_span("Broken.task") as broken:
+            # Not a list of nodes throughout: some other step's output, not a context.
+            set_all(
+                broken,
+                {
+                    "traceloop.span.kind": "task",
+                    "traceloop.entity.output": json.dumps([_node("x", "y", 1), 3]),
+                },
+            )
+    (interaction,) = assembler().add(decoded(recorder.spans(), encoding)).interactions
+    assert interaction.query == QUERY
+    assert [(c.content, c.id, c.score) for c in interaction.chunks] == [
+        (DOCS[2], "n2", 9.0),
+        (DOCS[0], "n0", 8.0),
+    ]
+    assert interaction.response == RESPONSE
+    llm_span = next(s for s in recorder.spans() if s.name == "OpenAI.task")
+    assert interaction.span_id == format(llm_span.context.span_id, "016x")
+
+
 def genai_trace(recorder: Recorder, *, events: bool) -> None:
     tracer = recorder.tracer
     with tracer.start_as_current_span("invoke_agent support") as root:

@@ -39,6 +39,13 @@ TEXTS = [
     '{"inputs": "q", "outputs": "a"}', '{"documents": [{"page_content": "p", "metadata": {"score": 1}}]}',
     '[{"role": "user", "parts": [{"type": "text", "content": "q"}]}]', '[{"content": "d", "id": 3}]',
     '{"query": 1}', "[", "null", '"quoted"', '{"documents": 5}', '[{"parts": "x"}]',
+    # OpenLLMetry's LlamaIndex and Haystack layouts, well and badly formed
+    '{"str_or_query_bundle": {"query_str": 5}}', '{"str_or_query_bundle": "q"}',
+    '["{\\"node\\": {\\"text\\": \\"t\\", \\"id_\\": 1}, \\"score\\": \\"x\\"}", 3]',
+    '[{"node": {"text": "t", "id_": "n"}, "score": 0.5}]', '[{"node": 7}]', '{"nodes": []}',
+    '{"kwargs": {"retriever": {"query": "q"}}}', '{"args": [{"r": {"question": 2}}]}',
+    '{"answer_builder": {"answers": [{"data": 1, "documents": [{"content": "c", "score": "s"}]}]}}',
+    '{"llm": {"replies": [{"_content": [{"text": 2}, "x"]}]}}',
 ]  # fmt: skip
 
 JSON_KEYS = ["resourceSpans", "scopeSpans", "spans", "attributes", "traceId", "spanId", "key", "value",
@@ -87,7 +94,10 @@ def spans(draw: st.DrawFn) -> PbSpan:
         trace_id=draw(ids_16),
         span_id=draw(ids_8),
         parent_span_id=draw(ids_8),
-        name=draw(st.sampled_from(["root", "retrieve", "llm", ""]) | st.text(max_size=5)),
+        name=draw(
+            st.sampled_from(["root", "retrieve", "llm", "", "haystack_pipeline.workflow"])
+            | st.text(max_size=5)
+        ),
         start_time_unix_nano=draw(st.integers(0, 10)),
         end_time_unix_nano=draw(st.integers(0, 10)),
     )

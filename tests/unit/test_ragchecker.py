@@ -176,8 +176,15 @@ def test_no_gt_claims() -> None:
     assert scores.claim_recall is None
     assert scores.context_precision is None
     assert scores.context_utilization is None
+    # Chunk relevance is defined by the gt claims: without them the noise split is undefined,
+    # not 1.0 / 0.0.
+    assert scores.noise_sensitivity_in_relevant is None
+    assert scores.noise_sensitivity_in_irrelevant is None
     assert scores.precision == 1.0
     assert scores.faithfulness == 1.0
+    incorrect = ragchecker_scores(_check([F], [], [[T]], [], n_chunks=1))
+    assert incorrect.noise_sensitivity_in_relevant is None
+    assert incorrect.noise_sensitivity_in_irrelevant is None
 
 
 def test_no_chunks() -> None:

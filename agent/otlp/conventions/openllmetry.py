@@ -5,8 +5,19 @@
   `traceloop.entity.output` (`{"outputs": <answer>, ...}`).
 - The LangChain instrumentor records retrievers as `vector_db_retrieve` task spans whose
   `traceloop.entity.output` is `{"documents": [{"page_content", "metadata", "id"?}, ...]}`.
-- Vector-DB instrumentors (Chroma, Pinecone, Qdrant, ...) add one `db.query.result` event per
-  hit with `db.query.result.{id,score,document}`.
+- The LlamaIndex instrumentor writes every step as a workflow / task span with no role of its
+  own: the query engine's root workflow has `{"str_or_query_bundle": <query or {query_str}>}` in
+  and `{"response": ...}` out; retrievers and node postprocessors (rerankers) are task spans whose
+  `traceloop.entity.output` is a JSON array of JSON-encoded `NodeWithScore` objects
+  (`{"node": {"id_", "text", ...}, "score"}`), a postprocessor's input holding `nodes`; LLM calls
+  are task spans carrying GenAI messages (`gen_ai.output.messages`).
+- The Haystack instrumentor writes one `haystack_pipeline.workflow` span whose input is the
+  pipeline's run data (`{"kwargs" or "data": {component: {"query" | "question": ...}}}`) and whose
+  output holds each leaf component's output: `answer_builder.answers[0]` carries the answer
+  (`data`) and the documents it was built from (`documents: [{id, content, score}]`); its
+  `haystack.openai.chat` LLM span records no usable content (the literal "replies").
+- Vector-DB instrumentors (Chroma, Pinecone, ...) add one `db.query.result` event per hit with
+  `db.query.result.{id,score,document}` (Qdrant's records none: only `db.vector.query.top_k`).
 - LLM spans written before the GenAI message attributes list `gen_ai.prompt.<N>.{role,content}`
   and `gen_ai.completion.<N>.{role,content}`; newer ones use the GenAI conventions (genai.py).
 App-level association properties `traceloop.association.properties.{session_id,user_id}` name
@@ -27,19 +38,115 @@ _ENTITY_OUTPUT = "traceloop.entity.output"
 _RESULT_EVENT = "db.query.result"
 _RETRIEVE = "vector_db_retrieve"
 _ASSOCIATION = "traceloop.association.properties."
-_QUERY_KEYS = ("question", "query", "input", "user_input", "inputs")
+_QUERY_KEYS = ("question", "query", "input", "user_input", "inputs", "str_or_query_bundle", "query_str")
 _RESPONSE_KEYS = ("answer", "output", "text", "result", "response", "outputs")
+_BUNDLE_KEYS = ("query_str", "question", "query")  # LlamaIndex's QueryBundle
+_GENAI_MESSAGES = ("gen_ai.output.messages", "gen_ai.input.messages")
 _MAX_MESSAGES = 1000
 
 
 def _entity(
     attributes: Mapping[str, AttributeValue], key: str, field: str, inner: tuple[str, ...]
 ) -> str | None:
-    """`traceloop.entity.*` JSON → the string under `field`, or under a known key inside it."""
+    """`traceloop.entity.*` JSON → the string under `field`, or under a known key inside it;
+    without `field` (LlamaIndex), under a known key of the document itself."""
     document = parse_json(attributes.get(key))
     if not isinstance(document, Mapping):
         return None
-    return string_in(document.get(field), inner)
+    if field in document:
+        return string_in(document.get(field), inner)
+    for name in inner:
+        value = document.get(name)
+        found = value if isinstance(value, str) else string_in(value, _BUNDLE_KEYS)
+        if found is not None:
+            return found
+    return None
+
+
+def _node(value: Any) -> Chunk | None:
+    """One LlamaIndex NodeWithScore (a dict, or JSON in a string) as a chunk."""
+    if isinstance(value, str):
+        value = parse_json(value)
+    if not isinstance(value, Mapping) or not isinstance(value.get("node"), Mapping):
+        return None
+    node = value["node"]
+    return chunk(node.get("text"), node.get("id_"), value.get("score"))
+
+
+def _nodes(value: Any) -> tuple[Chunk, ...] | None:
+    if not isinstance(value, list) or not value:
+        return None
+    chunks = [found for item in value if (found := _node(item)) is not None]
+    # All or nothing: a list that is not a list of nodes is some other step's output.
+    return tuple(chunks) if len(chunks) == len(value) else None
+
+
+def _pipeline_parts(
+    attributes: Mapping[str, AttributeValue],
+) -> tuple[str | None, tuple[Chunk, ...] | None, str | None]:
+    """A Haystack pipeline run: query from the components' inputs; answer and documents from an
+    answer builder's output (or a generator's replies)."""
+    request = parse_json(attributes.get(_ENTITY_INPUT))
+    query = None
+    if isinstance(request, Mapping):
+        data = request.get("data")
+        if not isinstance(data, Mapping):
+            args = request.get("args")
+            data = args[0] if isinstance(args, list) and args and isinstance(args[0], Mapping) else None
+        if not isinstance(data, Mapping):
+            data = request.get("kwargs")
+        if isinstance(data, Mapping):
+            for inputs in data.values():
+                query = string_in(inputs, ("query", "question")) if isinstance(inputs, Mapping) else None
+                if query:
+                    break
+    result = parse_json(attributes.get(_ENTITY_OUTPUT))
+    response: str | None = None
+    chunks: tuple[Chunk, ...] | None = None
+    if isinstance(result, Mapping):
+        for outputs in result.values():
+            if not isinstance(outputs, Mapping):
+                continue
+            answers = outputs.get("answers")
+            if isinstance(answers, list) and answers and isinstance(answers[0], Mapping):
+                response = response or text_of(answers[0].get("data"))
+                chunks = chunks or _haystack_documents(answers[0].get("documents"))
+            replies = outputs.get("replies")
+            if isinstance(replies, list) and replies:
+                response = response or text_of(replies[0])
+            chunks = chunks or _haystack_documents(outputs.get("documents"))
+    return query, chunks, response
+
+
+def text_of(value: Any) -> str | None:
+    """A reply as Haystack serialises it: a string, or a ChatMessage-like object."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Mapping):
+        for key in ("text", "content", "_content"):
+            inner = value.get(key)
+            if isinstance(inner, str):
+                return inner
+            if isinstance(inner, list):
+                texts = [
+                    t
+                    for part in inner
+                    if isinstance(part, Mapping) and isinstance(t := part.get("text"), str)
+                ]
+                if texts:
+                    return "\n".join(texts)
+    return None
+
+
+def _haystack_documents(value: Any) -> tuple[Chunk, ...] | None:
+    if not isinstance(value, list):
+        return None
+    chunks = [
+        found
+        for doc in value
+        if isinstance(doc, Mapping) and (found := chunk(doc.get("content"), doc.get("id"), doc.get("score")))
+    ]
+    return tuple(chunks) if chunks else None
 
 
 def _documents(value: Any) -> tuple[Chunk, ...] | None:
@@ -86,6 +193,11 @@ def _indexed(attributes: Mapping[str, AttributeValue], prefix: str, role: str | 
 class OpenLLMetry:
     name = "openllmetry"
 
+    def __init__(self) -> None:
+        from agent.otlp.conventions.genai import GenAI
+
+        self._genai: GenAI | None = GenAI()
+
     def extract(self, span: Span) -> SpanParts | None:
         attributes = span.convention_attributes
         kind = attributes.get(SPAN_KIND)
@@ -93,6 +205,9 @@ class OpenLLMetry:
         user_id = identity(attributes, _ASSOCIATION + "user_id")
         if isinstance(kind, str):
             if kind in ("workflow", "agent"):
+                if span.name.startswith("haystack_pipeline"):
+                    query, chunks, response = _pipeline_parts(attributes)
+                    return SpanParts(Role.CHAIN, query, chunks, response, session_id, user_id)
                 return SpanParts(
                     Role.CHAIN,
                     query=_entity(attributes, _ENTITY_INPUT, "inputs", _QUERY_KEYS),
@@ -110,6 +225,23 @@ class OpenLLMetry:
                     session_id=session_id,
                     user_id=user_id,
                 )
+            if any(key in attributes for key in _GENAI_MESSAGES) and self._genai is not None:
+                # A task span that is a model call (LlamaIndex's LLM steps).
+                parts = self._genai.extract(span)
+                if parts is not None and parts.role is Role.LLM:
+                    return parts._replace(
+                        session_id=parts.session_id or session_id, user_id=parts.user_id or user_id
+                    )
+            nodes = _nodes(parse_json(attributes.get(_ENTITY_OUTPUT)))
+            if nodes is not None:
+                # LlamaIndex retrievers return nodes; node postprocessors (rerankers) take nodes too.
+                request = parse_json(attributes.get(_ENTITY_INPUT))
+                reranks = isinstance(request, Mapping) and "nodes" in request
+                query = _entity(
+                    attributes, _ENTITY_INPUT, "", ("query_bundle", "str_or_query_bundle", "query")
+                )
+                role = Role.RERANKER if reranks else Role.RETRIEVER
+                return SpanParts(role, query=query, chunks=nodes, session_id=session_id, user_id=user_id)
             return SpanParts(Role.OTHER)
         if "gen_ai.completion.0.content" in attributes or "gen_ai.prompt.0.content" in attributes:
             return SpanParts(

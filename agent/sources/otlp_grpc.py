@@ -1,0 +1,190 @@
+"""OTLP/gRPC receiver: `opentelemetry.proto.collector.trace.v1.TraceService/Export`, as the OTLP
+spec says, on 127.0.0.1:4317 by default (what most SDKs and the Collector send when unconfigured).
+
+- OK with an ExportTraceServiceResponse; `partial_success` counts the spans that were rejected.
+- INVALID_ARGUMENT when the request cannot be decoded (not retryable; dead-lettered).
+- RESOURCE_EXHAUSTED without RetryInfo when the request is larger than `otlp_max_body_bytes`
+  (the spec: not retryable without RetryInfo; send smaller batches).
+- UNAVAILABLE with a google.rpc.RetryInfo detail while intake is paused (evaluation queue full,
+  judge unavailable): the exporter retries after that delay.
+- gzip (grpc-encoding) is inflated by gRPC itself; the size limit applies to the inflated request.
+
+The request bytes are decoded by agent/otlp/decode.py, the same decoder as OTLP/HTTP and Kafka,
+so every receiver rejects and dead-letters the same spans for the same reasons. Refused requests
+are counted in ragpulse_requests_refused_total{source="otlp_grpc",reason}.
+
+grpcio is imported here only, so the Kafka deployment never loads it unless this receiver runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+
+import grpc
+from google.protobuf import duration_pb2
+from google.protobuf.any_pb2 import Any as AnyProto
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+from prometheus_client import Counter
+
+from agent.otlp.decode import UndecodableError, decode_request
+from agent.sources.base import Intake
+
+log = logging.getLogger(__name__)
+
+SOURCE = "otlp_grpc"
+_Response = trace_service_pb2.ExportTraceServiceResponse
+SERVICE = trace_service_pb2.DESCRIPTOR.services_by_name["TraceService"].full_name
+# gRPC core refuses anything beyond this multiple of the limit before the handler sees it (uncounted);
+# between 1x and this, the handler refuses it and counts it as too_large.
+_CORE_LIMIT_FACTOR = 2
+
+
+def build_grpc_server(
+    address: str,
+    handlers: grpc.GenericRpcHandler,
+    max_message_bytes: int,
+    credentials: grpc.ServerCredentials | None = None,
+    interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+) -> tuple[grpc.aio.Server, int]:
+    """The one place a gRPC server is made: plaintext, or TLS when `credentials` are given.
+
+    Returns the server (not started) and the port it bound (useful with port 0).
+    """
+    server = grpc.aio.server(
+        options=[
+            ("grpc.max_receive_message_length", max_message_bytes),
+            ("grpc.max_send_message_length", 4 * 1024 * 1024),
+            ("grpc.so_reuseport", 0),
+        ],
+        compression=grpc.Compression.NoCompression,
+        interceptors=tuple(interceptors),
+    )
+    server.add_generic_rpc_handlers((handlers,))
+    if credentials is None:
+        port = server.add_insecure_port(address)
+    else:
+        port = server.add_secure_port(address, credentials)
+    if port == 0:
+        raise OSError(f"OTLP/gRPC receiver cannot listen on {address}")
+    return server, port
+
+
+def _status_details(
+    code: int, message: str, retry_after: float | None = None
+) -> tuple[tuple[str, bytes], ...]:
+    """The google.rpc.Status trailer (`grpc-status-details-bin`), with RetryInfo when set."""
+    status = status_pb2.Status(code=code, message=message)
+    if retry_after is not None:
+        seconds = max(1, math.ceil(retry_after))
+        detail = AnyProto()
+        detail.Pack(error_details_pb2.RetryInfo(retry_delay=duration_pb2.Duration(seconds=seconds)))
+        status.details.append(detail)
+    return (("grpc-status-details-bin", status.SerializeToString()),)
+
+
+class OtlpGrpcSource:
+    """The receiver; one Source of the pipeline (see agent/sources/base.py)."""
+
+    name = SOURCE
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        max_body_bytes: int,
+        refused: Counter | None = None,
+        credentials: grpc.ServerCredentials | None = None,
+        interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+    ) -> None:
+        self._interceptors = tuple(interceptors)  # e.g. the bearer-token check
+        self._address = f"{host}:{port}"
+        self._max_body_bytes = max_body_bytes
+        self._refused = refused
+        self._credentials = credentials
+        self._server: grpc.aio.Server | None = None
+        self._intake: Intake | None = None
+        self.bound_port: int | None = None
+
+    async def start(self, intake: Intake) -> None:
+        self._intake = intake
+        handlers = grpc.method_handlers_generic_handler(
+            SERVICE,
+            {
+                # Raw bytes in (no deserializer): agent.otlp.decode decodes, as for every source.
+                "Export": grpc.unary_unary_rpc_method_handler(
+                    self._export,
+                    response_serializer=trace_service_pb2.ExportTraceServiceResponse.SerializeToString,
+                )
+            },
+        )
+        self._server, self.bound_port = build_grpc_server(
+            self._address,
+            handlers,
+            self._max_body_bytes * _CORE_LIMIT_FACTOR,
+            self._credentials,
+            self._interceptors,
+        )
+        await self._server.start()
+        log.info("OTLP/gRPC receiver on %s (port %d)", self._address, self.bound_port)
+
+    def ready(self) -> bool:
+        return self._server is not None
+
+    async def stop(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            # In-flight exports finish (their spans are accepted); new ones are refused.
+            await server.stop(grace=2.0)
+
+    async def shutdown(self, timeout: float) -> None:
+        await self.stop()
+
+    def _refuse(self, reason: str) -> None:
+        if self._refused is not None:
+            self._refused.labels(SOURCE, reason).inc()
+
+    async def _export(
+        self, body: bytes, context: grpc.aio.ServicerContext
+    ) -> trace_service_pb2.ExportTraceServiceResponse:
+        intake = self._intake
+        assert intake is not None
+        if len(body) > self._max_body_bytes:
+            message = f"request of {len(body)} bytes exceeds {self._max_body_bytes}; send smaller batches"
+            self._refuse("too_large")
+            intake.dead_letter("too_large", message)
+            await context.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                message,
+                _status_details(code_pb2.RESOURCE_EXHAUSTED, message),
+            )
+        reason = intake.pause_reason()
+        if reason is not None:
+            message = f"intake paused ({reason}); retry later"
+            self._refuse("overloaded" if reason == "queue_full" else reason)
+            await context.abort(
+                grpc.StatusCode.UNAVAILABLE,
+                message,
+                _status_details(code_pb2.UNAVAILABLE, message, intake.retry_after_seconds()),
+            )
+        try:
+            decoded = decode_request(body, "protobuf")
+        except (UndecodableError, ValueError) as exc:  # a decode bug must not become UNKNOWN
+            self._refuse("undecodable")
+            intake.dead_letter("undecodable", str(exc))
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                str(exc),
+                _status_details(code_pb2.INVALID_ARGUMENT, str(exc)),
+            )
+        intake.accept(decoded, SOURCE)
+        reply = trace_service_pb2.ExportTraceServiceResponse()
+        if decoded.rejected:
+            reply.partial_success.rejected_spans = len(decoded.rejected)
+            reply.partial_success.error_message = (
+                f"{len(decoded.rejected)} span(s) rejected: trace id must be 16 non-zero bytes "
+                "and span id 8 bytes"
+            )
+        return reply
