@@ -147,3 +147,36 @@ def test_grpc_mutual_tls_requires_a_client_certificate(pki: Pki) -> None:
         assert service.received == 1
     finally:
         service.stop()
+
+
+def test_the_agents_grpc_receiver_takes_the_same_tls_and_token_settings(pki: Pki) -> None:
+    from tests.support import AgentProcess
+
+    agent = AgentProcess(
+        env={
+            "RAGPULSE_OTLP_TLS_CERT_FILE": str(pki.server_cert),
+            "RAGPULSE_OTLP_TLS_KEY_FILE": str(pki.server_key),
+            "RAGPULSE_OTLP_BEARER_TOKEN": TOKEN,
+        }
+    )
+    try:
+        agent.wait_ready()
+        assert export(agent.grpc_port, pki.ca) is SpanExportResult.FAILURE
+        assert export(agent.grpc_port, pki.ca, headers={"authorization": "Bearer wrong"}) is (
+            SpanExportResult.FAILURE
+        )
+        assert export(agent.grpc_port, pki.ca, headers={"authorization": f"Bearer {TOKEN}"}) is (
+            SpanExportResult.SUCCESS
+        )
+        labels = {"source": "otlp_grpc", "reason": "unauthorized"}
+        result = agent.wait_for(
+            lambda s: (
+                s.total("ragpulse_spans_received_total", source="otlp_grpc") == 1
+                and s.total("ragpulse_requests_refused_total", **labels) == 2
+            )
+        )
+        assert result.total("ragpulse_spans_received_total", source="otlp_grpc") == 1
+        assert result.total("ragpulse_requests_refused_total", **labels) == 2
+        assert TOKEN not in agent.log()
+    finally:
+        agent.kill()
