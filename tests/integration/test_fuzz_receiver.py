@@ -65,6 +65,7 @@ class InProcessAgent:
             environ={
                 "RAGPULSE_OTLP_LISTEN": "127.0.0.1:0",
                 "RAGPULSE_METRICS_LISTEN": "127.0.0.1:0",
+                "RAGPULSE_OTLP_GRPC_LISTEN": "",  # OTLP/HTTP only: the source is the HTTP receiver
                 "RAGPULSE_OTLP_MAX_BODY_BYTES": str(MAX_BODY),
                 # Intake only: what is under test is the receiver, not evaluation speed.
                 "RAGPULSE_SAMPLE_RATE": "0",
