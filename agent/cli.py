@@ -44,6 +44,13 @@ def _parser() -> argparse.ArgumentParser:
     with_settings(commands.add_parser("run", help="run the agent (embedded defaults without config)"))
     validate = with_settings(commands.add_parser("validate-config", help="check settings and print them"))
     validate.add_argument("--list", action="store_true", help="list every setting with its env var")
+    # Subcommands that live in their own modules, each registering its parser and `handler`:
+    # "demo" and "demo-app" in agent/demo/command.py, "eval" in agent/offline/command.py.
+    from agent.demo.command import register as register_demo
+    from agent.offline.command import register as register_eval
+
+    register_demo(commands, with_settings)
+    register_eval(commands, with_settings)
     return parser
 
 
@@ -110,6 +117,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "validate-config":
         print(display_settings(settings))
         return 0
+    handler = getattr(args, "handler", None)
+    if handler is not None:
+        return int(handler(args, settings))
     _check_protobuf_backend()
     try:
         asyncio.run(_run(settings))

@@ -105,6 +105,19 @@ class Settings(BaseModel):
         False, description="Include the query and response text in published results."
     )
 
+    # Per-interaction results as OTLP/HTTP to any trace backend (agent/exporters/otlp_results.py).
+    results_otlp_endpoint: str | None = Field(
+        None,
+        description="OTLP/HTTP endpoint (e.g. http://collector:4318) receiving each evaluated "
+        "interaction as a span with gen_ai.evaluation.result events (unset = off).",
+    )
+    results_otlp_headers: tuple[str, ...] = Field(
+        (), description="Headers sent to results_otlp_endpoint, NAME=VALUE, comma-separated."
+    )
+    results_otlp_timeout_seconds: float = Field(
+        10.0, gt=0, description="Timeout of one POST to results_otlp_endpoint (then retried)."
+    )
+
     judge_model: str = Field(
         "lexical",
         description="'lexical' (built-in local judge), 'embedding' (local MiniLM judge, extra "
@@ -301,6 +314,15 @@ class Settings(BaseModel):
     @classmethod
     def _host_port(cls, value: str) -> str:
         _split_host_port(value)
+        return value
+
+    @field_validator("results_otlp_headers")
+    @classmethod
+    def _header_entries(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for entry in value:
+            name, sep, _ = entry.partition("=")
+            if not sep or not name.strip():
+                raise ValueError(f"expected NAME=VALUE, got {entry!r}")
         return value
 
     @field_validator("metrics")

@@ -1,6 +1,9 @@
 """Instrument a RAG app by hand: record one interaction with the OpenTelemetry API.
 
-For apps that no instrumentor covers. Three lines::
+Apps should install the standalone distribution instead (`pip install ./instrument`, import
+`ragpulse_instrument`): it needs only `opentelemetry-api` and its import name cannot collide with
+an app's own `agent` module. This copy stays for code that already runs inside ragpulse;
+tests/unit/test_instrument_parity.py keeps the two writing identical spans. Three lines::
 
     from agent.instrument import record_interaction
 

@@ -419,6 +419,19 @@ def build_exporters(settings: Settings, telemetry: Telemetry, redis: Any = None)
                 kafka_connection(settings), settings.results_topic, include_text=settings.results_include_text
             )
         )
+    if settings.results_otlp_endpoint:
+        from agent.exporters.otlp_results import OtlpResultsExporter
+
+        headers = dict(item.partition("=")[::2] for item in settings.results_otlp_headers)
+        exporters.append(
+            OtlpResultsExporter(
+                settings.results_otlp_endpoint,
+                telemetry,
+                headers=headers,
+                include_text=settings.results_include_text,
+                timeout_seconds=settings.results_otlp_timeout_seconds,
+            )
+        )
     # In-process exporters last: they count an interaction only once the durable ones succeeded.
     exporters.append(PrometheusExporter(telemetry))
     store = RedisDriftStore(redis, settings.drift_state_ttl_seconds) if redis is not None else None
@@ -434,7 +447,11 @@ def build_exporters(settings: Settings, telemetry: Telemetry, redis: Any = None)
     return exporters
 
 
-def build_agent(settings: Settings, registry: CollectorRegistry | None = None) -> Agent:
+def build_agent(
+    settings: Settings, registry: CollectorRegistry | None = None, observers: Sequence[Exporter] = ()
+) -> Agent:
+    """The agent `ragpulse run` starts. `observers` are extra in-process exporters that see every
+    evaluated interaction after the configured ones (`ragpulse demo`'s live view)."""
     telemetry = Telemetry(registry if registry is not None else CollectorRegistry())
     for key, threshold in settings.alert_thresholds.items():
         service, _, metric = key.rpartition("/")
@@ -489,7 +506,7 @@ def build_agent(settings: Settings, registry: CollectorRegistry | None = None) -
         ),
         sampler=sampler,
         evaluator=Evaluator([METRICS[name]() for name in settings.metrics], judge),
-        exporters=build_exporters(settings, telemetry, redis),
+        exporters=[*build_exporters(settings, telemetry, redis), *observers],
         telemetry=telemetry,
         max_pending=settings.max_pending,
         concurrency=settings.eval_concurrency,

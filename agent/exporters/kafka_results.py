@@ -15,92 +15,14 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import os
-import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
-from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
+from agent.exporters.result_spans import AGENT_RESOURCE_ATTRIBUTE, EVALUATION_EVENT, evaluation_request
+from agent.model import MetricResult, RagInteraction
 
-from agent import __version__
-from agent.model import MetricResult, Outcome, RagInteraction
-from agent.secrets import mask
-
-AGENT_RESOURCE_ATTRIBUTE = "ragpulse.agent"
-EVALUATION_EVENT = "gen_ai.evaluation.result"
-
-
-def _kv(key: str, value: str | float | bool) -> KeyValue:
-    if isinstance(value, bool):
-        return KeyValue(key=key, value=AnyValue(bool_value=value))
-    if isinstance(value, float):
-        return KeyValue(key=key, value=AnyValue(double_value=value))
-    return KeyValue(key=key, value=AnyValue(string_value=value))
-
-
-def _event_attributes(result: MetricResult) -> list[KeyValue]:
-    attributes = [_kv("gen_ai.evaluation.name", result.metric)]
-    if result.outcome is Outcome.OK and result.value is not None:
-        attributes.append(_kv("gen_ai.evaluation.score.value", float(result.value)))
-    else:
-        # Low-cardinality label for scores that do not exist: skipped (undefined) or error.
-        attributes.append(_kv("gen_ai.evaluation.score.label", result.outcome.value))
-    if result.outcome is Outcome.ERROR:
-        attributes.append(_kv("error.type", "judge_error"))
-    if result.reason:
-        attributes.append(_kv("gen_ai.evaluation.explanation", mask(result.reason)))
-    return attributes
-
-
-def evaluation_request(
-    interaction: RagInteraction, results: Sequence[MetricResult], *, include_text: bool = False,
-    now_ns: int | None = None,
-) -> ExportTraceServiceRequest:  # fmt: skip
-    """The OTLP request that carries one interaction's results."""
-    now = now_ns if now_ns is not None else time.time_ns()
-    span = PbSpan(
-        trace_id=bytes.fromhex(interaction.trace_id),
-        span_id=os.urandom(8),
-        parent_span_id=bytes.fromhex(interaction.span_id),
-        name="ragpulse.evaluation",
-        kind=PbSpan.SPAN_KIND_INTERNAL,
-        start_time_unix_nano=now,
-        end_time_unix_nano=now,
-    )
-    attributes = [
-        _kv("openinference.span.kind", "EVALUATOR"),
-        _kv("ragpulse.interaction.id", interaction.interaction_id),
-        _kv("ragpulse.service", interaction.service),
-        _kv("ragpulse.route", interaction.route),
-    ]
-    for result in results:
-        prefix = f"evaluations.{result.metric}"
-        if result.value is not None:
-            attributes.append(_kv(f"{prefix}.score", float(result.value)))
-        attributes.append(_kv(f"{prefix}.label", result.outcome.value))
-        if result.reason:
-            # An error reason may quote a provider's message (e.g. a rejected API key): masked.
-            attributes.append(_kv(f"{prefix}.explanation", mask(result.reason)))
-        span.events.add(time_unix_nano=now, name=EVALUATION_EVENT, attributes=_event_attributes(result))
-    if include_text:
-        attributes.append(_kv("input.value", interaction.query))
-        if interaction.response is not None:
-            attributes.append(_kv("output.value", interaction.response))
-    span.attributes.extend(attributes)
-
-    request = ExportTraceServiceRequest()
-    resource_spans = request.resource_spans.add()
-    resource_spans.resource.attributes.extend(
-        [_kv("service.name", "ragpulse"), _kv(AGENT_RESOURCE_ATTRIBUTE, True)]
-    )
-    scope_spans = resource_spans.scope_spans.add()
-    scope_spans.scope.name = "ragpulse"
-    scope_spans.scope.version = __version__
-    scope_spans.spans.append(span)
-    return request
+__all__ = ["AGENT_RESOURCE_ATTRIBUTE", "EVALUATION_EVENT", "KafkaResultsExporter", "evaluation_request"]
 
 
 class KafkaResultsExporter:

@@ -10,17 +10,22 @@ spec says, on 127.0.0.1:4317 by default (what most SDKs and the Collector send w
 - gzip (grpc-encoding) is inflated by gRPC itself; the size limit applies to the inflated request.
 
 The request bytes are decoded by agent/otlp/decode.py, the same decoder as OTLP/HTTP and Kafka,
-so every receiver rejects and dead-letters the same spans for the same reasons. Refused requests
-are counted in ragpulse_requests_refused_total{source="otlp_grpc",reason}.
+so every receiver rejects and dead-letters the same spans for the same reasons; as on OTLP/HTTP,
+requests above `DECODE_INLINE_BYTES` are decoded in a worker thread and handed to the pipeline in
+slices of whole traces, so the event loop stays free. Refused requests are counted in
+ragpulse_requests_refused_total{source="otlp_grpc",reason} with the reasons of
+agent/sources/refusals.py (the intake's pause reason for UNAVAILABLE).
 
 grpcio is imported here only, so the Kafka deployment never loads it unless this receiver runs.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 from google.protobuf import duration_pb2
@@ -30,7 +35,9 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from prometheus_client import Counter
 
 from agent.otlp.decode import UndecodableError, decode_request
+from agent.sources import refusals
 from agent.sources.base import Intake
+from agent.sources.otlp_http import ACCEPT_SLICE_SPANS, DECODE_INLINE_BYTES, _slices
 
 log = logging.getLogger(__name__)
 
@@ -105,11 +112,13 @@ class OtlpGrpcSource:
         self._refused = refused
         self._credentials = credentials
         self._server: grpc.aio.Server | None = None
+        self._decoder: ThreadPoolExecutor | None = None
         self._intake: Intake | None = None
         self.bound_port: int | None = None
 
     async def start(self, intake: Intake) -> None:
         self._intake = intake
+        self._decoder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="otlp-grpc-decode")
         handlers = grpc.method_handlers_generic_handler(
             SERVICE,
             {
@@ -138,6 +147,9 @@ class OtlpGrpcSource:
         if server is not None:
             # In-flight exports finish (their spans are accepted); new ones are refused.
             await server.stop(grace=2.0)
+        decoder, self._decoder = self._decoder, None
+        if decoder is not None:
+            decoder.shutdown(wait=False)
 
     async def shutdown(self, timeout: float) -> None:
         await self.stop()
@@ -153,7 +165,7 @@ class OtlpGrpcSource:
         assert intake is not None
         if len(body) > self._max_body_bytes:
             message = f"request of {len(body)} bytes exceeds {self._max_body_bytes}; send smaller batches"
-            self._refuse("too_large")
+            self._refuse(refusals.TOO_LARGE)
             intake.dead_letter("too_large", message)
             await context.abort(
                 grpc.StatusCode.RESOURCE_EXHAUSTED,
@@ -163,23 +175,31 @@ class OtlpGrpcSource:
         reason = intake.pause_reason()
         if reason is not None:
             message = f"intake paused ({reason}); retry later"
-            self._refuse("overloaded" if reason == "queue_full" else reason)
+            self._refuse(reason)
             await context.abort(
                 grpc.StatusCode.UNAVAILABLE,
                 message,
                 _status_details(code_pb2.UNAVAILABLE, message, intake.retry_after_seconds()),
             )
         try:
-            decoded = decode_request(body, "protobuf")
+            if len(body) <= DECODE_INLINE_BYTES or self._decoder is None:
+                decoded = decode_request(body, "protobuf")
+            else:
+                loop = asyncio.get_running_loop()
+                decoded = await loop.run_in_executor(self._decoder, decode_request, body, "protobuf")
         except (UndecodableError, ValueError) as exc:  # a decode bug must not become UNKNOWN
-            self._refuse("undecodable")
+            self._refuse(refusals.UNDECODABLE)
             intake.dead_letter("undecodable", str(exc))
             await context.abort(
                 grpc.StatusCode.INVALID_ARGUMENT,
                 str(exc),
                 _status_details(code_pb2.INVALID_ARGUMENT, str(exc)),
             )
-        intake.accept(decoded, SOURCE)
+        del body
+        for part in _slices(decoded, ACCEPT_SLICE_SPANS):
+            if part is not decoded:
+                await asyncio.sleep(0)  # let health checks and other requests in between slices
+            intake.accept(part, SOURCE)
         reply = trace_service_pb2.ExportTraceServiceResponse()
         if decoded.rejected:
             reply.partial_success.rejected_spans = len(decoded.rejected)

@@ -150,7 +150,7 @@ def test_a_paused_intake_answers_unavailable_with_retry_info(receiver: Receiver)
     retry = error_details_pb2.RetryInfo()
     assert status.details[0].Unpack(retry)
     assert retry.retry_delay.seconds == 3
-    assert receiver.refused("overloaded") == 1
+    assert receiver.refused("queue_full") == 1  # labelled with the intake's pause reason
     assert receiver.intake.requests == []
 
 

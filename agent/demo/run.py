@@ -1,0 +1,292 @@
+"""`ragpulse demo` and `ragpulse demo-app`.
+
+`demo`: the embedded agent (OTLP/HTTP receiver, local or configured judge, /metrics) plus the
+synthetic RAG service sending it real OTLP over HTTP, a regression injected part-way, a live
+view, and a report at the end. `demo-app`: the synthetic service alone, sending to any OTLP
+endpoint (a Collector, or a ragpulse elsewhere).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Gauge
+
+from agent.config import Settings
+from agent.demo.recorder import Recorder
+from agent.demo.traffic import Phase, Schedule, SpanEmitter, TrafficModel
+
+log = logging.getLogger(__name__)
+
+TICK_SECONDS = 0.1
+
+# Drift settings for a demo that lasts a minute: the defaults learn a baseline from 1000 scores
+# per series, minutes of traffic. Applied only to settings the user did not set.
+DEMO_DRIFT = {"drift_baseline_size": 150, "drift_window": 50}
+
+
+def demo_settings(settings: Settings) -> Settings:
+    update = {k: v for k, v in DEMO_DRIFT.items() if k not in settings.model_fields_set}
+    return settings.model_copy(update=update)
+
+
+async def generate(
+    emitter: SpanEmitter,
+    model: TrafficModel,
+    schedule: Schedule,
+    rate: float,
+    started: float,
+    until: float | None,
+    on_phase: Callable[[Phase], None] = lambda phase: None,
+) -> int:
+    """Emit `rate` interactions per second until `until` seconds after `started` (None: forever)."""
+    sent = 0
+    owed = 0.0
+    phase = None
+    last = time.monotonic()
+    while True:
+        now = time.monotonic()
+        elapsed = now - started
+        if until is not None and elapsed >= until:
+            return sent
+        current = schedule.phase(elapsed)
+        if current is not phase:
+            phase = current
+            on_phase(current)
+        # Owed by the clock, not by ticks: a slow tick on a busy machine does not lower the rate.
+        owed += rate * (now - last)
+        last = now
+        while owed >= 1.0:
+            emitter.emit(model.draw(current))
+            sent += 1
+            owed -= 1.0
+        await asyncio.sleep(TICK_SECONDS)
+
+
+# -- ragpulse demo-app -----------------------------------------------------------------------------
+
+
+def run_demo_app(endpoint: str, rate: float, regress_after: float | None, missing_facts_after: float | None,
+                 duration: float | None, seed: int) -> int:  # fmt: skip
+    emitter = SpanEmitter(endpoint)
+    schedule = Schedule(regress_after, missing_facts_after)
+
+    async def main() -> int:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop.set)
+        started = time.monotonic()
+
+        def announce(phase: Phase) -> None:
+            log.info("phase: %s", phase.label)
+
+        task = asyncio.create_task(
+            generate(emitter, TrafficModel(seed), schedule, rate, started, duration, announce)
+        )
+        waiter = asyncio.create_task(stop.wait())
+        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        waiter.cancel()
+        if not task.done():
+            task.cancel()
+        sent = await asyncio.gather(task, return_exceptions=True)
+        return sent[0] if isinstance(sent[0], int) else 0
+
+    log.info("sending synthetic RAG traces to %s at %.1f/s", emitter.traces_url, rate)
+    sent = asyncio.run(main())
+    emitter.flush()
+    emitter.shutdown()
+    log.info("sent %d interactions", sent)
+    return 0
+
+
+# -- ragpulse demo ---------------------------------------------------------------------------------
+
+
+@dataclass
+class DemoState:
+    """What the live view and the report read."""
+
+    registry: CollectorRegistry
+    recorder: Recorder
+    schedule: Schedule
+    duration: float | None
+    judge: str
+    phase: Phase = Phase.HEALTHY
+    phase_started: dict[int, float] = field(default_factory=dict)
+    detections: dict[tuple[str, str, str], float] = field(default_factory=dict)
+
+    def sample_total(self, name: str) -> float:
+        total = 0.0
+        for family in self.registry.collect():
+            for sample in family.samples:
+                if sample.name == name:
+                    total += sample.value
+        return total
+
+    def poll_drift(self) -> list[tuple[str, str, str]]:
+        """Series whose drift alarm is on now; records when each first fired."""
+        firing = []
+        for family in self.registry.collect():
+            if family.name != "ragpulse_drift_detected":
+                continue
+            for sample in family.samples:
+                if sample.value >= 1.0:
+                    key = (sample.labels["service"], sample.labels["route"], sample.labels["metric"])
+                    firing.append(key)
+                    self.detections.setdefault(key, self.recorder.elapsed())
+        return firing
+
+
+def run_demo(settings: Settings, *, duration: float | None, regress_after: float | None, rate: float,
+             out_dir: Path, seed: int, live: bool | None = None) -> int:  # fmt: skip
+    """Run the demo; returns the exit code. `live`: force the rich view on or off (None: when the
+    output is a terminal)."""
+    from rich.console import Console
+
+    from agent.pipeline import build_agent
+
+    settings = demo_settings(settings)
+    console = Console(soft_wrap=True)
+    use_live = console.is_terminal if live is None else live
+    if use_live:
+        # Log lines (drift alarms, warnings) print above the live view instead of tearing it.
+        from rich.logging import RichHandler
+
+        root = logging.getLogger()
+        level = root.level
+        root.handlers[:] = [RichHandler(console=console, show_path=False)]
+        root.setLevel(level)
+    started = time.monotonic()
+    if regress_after is None and duration is not None:
+        regress_after = round(duration * 0.4, 1)
+    missing_after = None
+    if regress_after is not None:
+        end = duration if duration is not None else regress_after * 2
+        missing_after = regress_after + max(5.0, (end - regress_after) / 2)
+    schedule = Schedule(regress_after, missing_after)
+    registry = CollectorRegistry()
+    phase_gauge = Gauge(
+        "ragpulse_demo_phase",
+        "Demo traffic phase: 0 healthy, 1 irrelevant chunks ranked first, 2 missing facts",
+        registry=registry,
+    )
+    recorder = Recorder(started)
+    agent = build_agent(settings, registry, observers=[recorder])
+    state = DemoState(registry, recorder, schedule, duration, settings.judge_model)
+
+    def on_phase(phase: Phase) -> None:
+        state.phase = phase
+        state.phase_started.setdefault(int(phase), recorder.elapsed())
+        phase_gauge.set(int(phase))
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop.set)
+        await agent.start()
+        # The demo's clock starts with the traffic, once the agent is up (an LLM judge's client
+        # alone can take seconds to import): durations and the regression time count from here.
+        started = time.monotonic()
+        recorder.restart_clock(started)
+        host, port = settings.otlp_address
+        emitter = SpanEmitter(f"http://{host}:{port}")
+        generator = asyncio.create_task(
+            generate(emitter, TrafficModel(seed), schedule, rate, started, duration, on_phase)
+        )
+        view = asyncio.create_task(_view(state, console, use_live, stop))
+        waiter = asyncio.create_task(stop.wait())
+        await asyncio.wait({generator, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        if not generator.done():
+            generator.cancel()
+        await asyncio.gather(generator, return_exceptions=True)
+        await asyncio.to_thread(emitter.flush)
+        await asyncio.sleep(1.0)  # let the last batch be assembled and scored
+        stop.set()
+        await view
+        await asyncio.to_thread(emitter.shutdown)
+        await agent.shutdown()
+        state.poll_drift()
+
+    metrics_host, metrics_port = settings.metrics_address
+    console.print(
+        f"ragpulse demo: judge [bold]{settings.judge_model}[/], {rate:g} interactions/s, "
+        f"/metrics on http://{metrics_host}:{metrics_port}/metrics, regression at "
+        f"{'never' if regress_after is None else f'{regress_after:g}s'}"
+        + ("" if duration is None else f", {duration:g}s in all (Ctrl-C ends it early)"),
+        highlight=False,
+    )
+    asyncio.run(main())
+    paths = write_demo_report(state, out_dir)
+    console.print(summary_line(state), highlight=False)
+    console.print(f"report: {paths[0]}  chart: {paths[1]}  data: {paths[2]}", highlight=False)
+    return 0
+
+
+def summary_line(state: DemoState) -> str:
+    first = state.recorder.first_score_at
+    first_text = "no score" if first is None else f"first score after {first:.1f}s"
+    injected = state.phase_started.get(int(Phase.IRRELEVANT_FIRST))
+    if not state.detections:
+        drift = "no drift detected"
+    else:
+        at = min(state.detections.values())
+        delay = "" if injected is None else f" ({at - injected:+.1f}s after the injection)"
+        drift = f"drift detected on {len(state.detections)} series, first at {at:.1f}s{delay}"
+    return f"{first_text}; {state.recorder.scored} interactions scored; {drift}"
+
+
+async def _view(state: DemoState, console: Any, live: bool, stop: asyncio.Event) -> None:
+    from agent.demo.live import LiveView, PlainView
+
+    view = LiveView(state, console) if live else PlainView(state, console)
+    with view:
+        while not stop.is_set():
+            state.poll_drift()
+            view.refresh()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 0.5)
+        state.poll_drift()
+        view.refresh()
+
+
+def demo_data(state: DemoState) -> dict[str, Any]:
+    times, series = state.recorder.timeline()
+    return {
+        "judge": state.judge,
+        "duration": state.duration,
+        "first_score_seconds": state.recorder.first_score_at,
+        "interactions_scored": state.recorder.scored,
+        "phases": {Phase(p).label: at for p, at in sorted(state.phase_started.items())},
+        "regression_injected_at": state.phase_started.get(int(Phase.IRRELEVANT_FIRST)),
+        "detections": [
+            {"service": s, "route": r, "metric": m, "at": at}
+            for (s, r, m), at in sorted(state.detections.items(), key=lambda kv: kv[1])
+        ],
+        "bin_seconds": state.recorder.bin_seconds,
+        "timeline": {"t": times, **series},
+    }
+
+
+def write_demo_report(state: DemoState, out_dir: Path) -> tuple[Path, Path, Path]:
+    from agent.report.demo import demo_page, demo_png
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    data = demo_data(state)
+    data_path = out_dir / "demo.json"
+    data_path.write_text(json.dumps(data, indent=2) + "\n")
+    png_path = out_dir / "report.png"
+    png_path.write_bytes(demo_png(data))
+    html_path = out_dir / "report.html"
+    html_path.write_text(demo_page(data, summary_line(state)))
+    return html_path, png_path, data_path

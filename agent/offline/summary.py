@@ -1,0 +1,202 @@
+"""Aggregate item scores: per metric the mean with a 95% bootstrap interval, and A/B comparisons.
+
+Intervals come from `scipy.stats.bootstrap` (BCa, falling back to the percentile method when BCa
+is undefined, e.g. for constant data). A metric's undefined values (None) are counted, never
+averaged as 0. The per-metric summary is one dataclass and `summary.json` is written by one
+function, so further estimators (e.g. prediction-powered intervals from human labels) add fields
+and a writer argument, not a new format.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agent.offline.evaluate import LOWER_IS_BETTER, ItemResult
+
+CONFIDENCE = 0.95
+RESAMPLES = 2000
+SEED = 20240601  # fixed so that a report is reproducible
+
+
+def bootstrap_mean_ci(
+    values: Sequence[float], *, confidence: float = CONFIDENCE, resamples: int = RESAMPLES, seed: int = SEED
+) -> tuple[float, float] | None:
+    """Bootstrap confidence interval of the mean; None with fewer than two values."""
+    if len(values) < 2:
+        return None
+    data = np.asarray(values, dtype=float)
+    if np.all(data == data[0]):
+        return float(data[0]), float(data[0])  # every resample has the same mean
+    from scipy.stats import bootstrap  # type: ignore[import-untyped,unused-ignore]
+
+    rng = np.random.default_rng(seed)
+    for method in ("BCa", "percentile"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # BCa warns on degenerate data; we fall back
+            result = bootstrap(
+                (data,), np.mean, confidence_level=confidence, n_resamples=resamples,
+                method=method, random_state=rng, vectorized=True,
+            )  # fmt: skip
+        low, high = float(result.confidence_interval.low), float(result.confidence_interval.high)
+        if math.isfinite(low) and math.isfinite(high):
+            return low, high
+    return None
+
+
+@dataclass(frozen=True)
+class MetricSummary:
+    """One metric over an evaluation set."""
+
+    metric: str
+    mean: float | None
+    count: int  # items with a defined score
+    undefined: int  # items where the score is undefined (None), errors included
+    errors: int  # of which: judge failures
+    ci_low: float | None
+    ci_high: float | None
+    higher_is_better: bool = True
+
+
+def summarise(results: Sequence[ItemResult], metrics: Sequence[str]) -> list[MetricSummary]:
+    summaries = []
+    for metric in metrics:
+        values = [v for r in results if (v := r.scores.get(metric)) is not None]
+        errors = sum(1 for r in results if metric in r.errors)
+        ci = bootstrap_mean_ci(values)
+        summaries.append(
+            MetricSummary(
+                metric=metric,
+                mean=float(np.mean(values)) if values else None,
+                count=len(values),
+                undefined=len(results) - len(values),
+                errors=errors,
+                ci_low=ci[0] if ci else None,
+                ci_high=ci[1] if ci else None,
+                higher_is_better=metric not in LOWER_IS_BETTER,
+            )
+        )
+    return summaries
+
+
+def write_summary(
+    path: Path,
+    summaries: Sequence[MetricSummary],
+    *,
+    items: int,
+    bad_lines: int,
+    judge: str,
+    source: str,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Write summary.json: run facts and one object per metric (MetricSummary's fields)."""
+    document: dict[str, Any] = {
+        "source": source,
+        "items": items,
+        "bad_lines": bad_lines,
+        "judge": judge,
+        "confidence": CONFIDENCE,
+        "metrics": {s.metric: _rounded(asdict(s)) for s in summaries},
+        **(extra or {}),
+    }
+    path.write_text(json.dumps(document, indent=2) + "\n")
+    return document
+
+
+def _rounded(values: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: round(v, 6) if isinstance(v, float) else v for k, v in values.items() if k != "metric"}
+
+
+# -- A/B comparison --------------------------------------------------------------------------------
+
+BETTER, WORSE, NO_DIFFERENCE = "better", "worse", "no detectable difference"
+
+
+@dataclass(frozen=True)
+class MetricComparison:
+    """B minus A on the items both scored; the verdict says how B compares with A."""
+
+    metric: str
+    pairs: int
+    mean_a: float | None
+    mean_b: float | None
+    mean_difference: float | None
+    ci_low: float | None
+    ci_high: float | None
+    verdict: str
+    higher_is_better: bool = True
+
+
+def pair_results(
+    a: Sequence[ItemResult], b: Sequence[ItemResult]
+) -> tuple[list[tuple[ItemResult, ItemResult]], str]:
+    """Pairs of results for the same question: by `id` when both files give ids that match, else
+    by question text. Returns the pairs and what they were paired by."""
+    by_id = {r.item.id: r for r in b}
+    pairs = [(r, by_id[r.item.id]) for r in a if r.item.id in by_id]
+    explicit_ids = all(r.item.id_given for r in (*a, *b))
+    if explicit_ids and pairs:
+        return pairs, "id"
+    by_question = {r.item.question.strip(): r for r in b}
+    pairs = [(r, by_question[q]) for r in a if (q := r.item.question.strip()) in by_question]
+    return pairs, "question"
+
+
+def compare(pairs: Sequence[tuple[ItemResult, ItemResult]], metrics: Sequence[str]) -> list[MetricComparison]:
+    comparisons = []
+    for metric in metrics:
+        both = [
+            (va, vb)
+            for ra, rb in pairs
+            if (va := ra.scores.get(metric)) is not None and (vb := rb.scores.get(metric)) is not None
+        ]
+        higher = metric not in LOWER_IS_BETTER
+        if not both:
+            comparisons.append(
+                MetricComparison(metric, 0, None, None, None, None, None, NO_DIFFERENCE, higher)
+            )
+            continue
+        differences = [vb - va for va, vb in both]
+        # Resampling the paired differences is the paired bootstrap: a pair stays together.
+        ci = bootstrap_mean_ci(differences)
+        verdict = NO_DIFFERENCE
+        if ci is not None and (ci[0] > 0 or ci[1] < 0):
+            improved = (ci[0] > 0) == higher
+            verdict = BETTER if improved else WORSE
+        comparisons.append(
+            MetricComparison(
+                metric=metric,
+                pairs=len(both),
+                mean_a=float(np.mean([va for va, _ in both])),
+                mean_b=float(np.mean([vb for _, vb in both])),
+                mean_difference=float(np.mean(differences)),
+                ci_low=ci[0] if ci else None,
+                ci_high=ci[1] if ci else None,
+                verdict=verdict,
+                higher_is_better=higher,
+            )
+        )
+    return comparisons
+
+
+def write_comparison(
+    path: Path, comparisons: Sequence[MetricComparison], *, a: str, b: str, paired_by: str, pairs: int
+) -> dict[str, Any]:
+    document = {
+        "a": a,
+        "b": b,
+        "paired_by": paired_by,
+        "pairs": pairs,
+        "confidence": CONFIDENCE,
+        "verdicts_describe": "b compared with a",
+        "metrics": {c.metric: _rounded(asdict(c)) for c in comparisons},
+    }
+    path.write_text(json.dumps(document, indent=2) + "\n")
+    return document

@@ -1,0 +1,123 @@
+"""Charts as inline SVG (for self-contained HTML) or PNG, drawn with matplotlib's Agg backend.
+
+No display, no network, no CDN: a report opens offline in any browser.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import matplotlib
+
+matplotlib.use("Agg")  # never a GUI backend: reports are written on servers and in CI
+
+import matplotlib.pyplot as plt
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+plt.rcParams.update(
+    {
+        "svg.fonttype": "none",  # text stays text: small files, selectable labels
+        "font.size": 9,
+        "axes.spines.top": False,
+        "axes.spines.right": False,
+        "axes.grid": True,
+        "grid.alpha": 0.3,
+    }
+)
+
+PALETTE = ("#3366cc", "#dc3912", "#ff9900", "#109618", "#990099", "#0099c6", "#dd4477", "#66aa00")
+
+
+def to_svg(figure: Figure) -> str:
+    buffer = io.StringIO()
+    figure.savefig(buffer, format="svg", bbox_inches="tight")
+    plt.close(figure)
+    text = buffer.getvalue()
+    return text[text.index("<svg") :]  # drop the XML prologue and doctype: inline in HTML
+
+
+def to_png(figure: Figure, dpi: int = 110) -> bytes:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
+    plt.close(figure)
+    return buffer.getvalue()
+
+
+def histogram(values: Sequence[float], title: str, mean: float | None = None) -> Figure:
+    figure, axes = plt.subplots(figsize=(3.6, 2.3))
+    axes.hist(values, bins=20, range=(0.0, 1.0), color=PALETTE[0], alpha=0.85)
+    if mean is not None:
+        axes.axvline(mean, color=PALETTE[1], linewidth=1.2, label=f"mean {mean:.3f}")
+        axes.legend(loc="upper left", frameon=False)
+    axes.set_title(title)
+    axes.set_xlim(0, 1)
+    axes.set_xlabel("score")
+    axes.set_ylabel("items")
+    return figure
+
+
+def differences(
+    metrics: Sequence[str],
+    means: Sequence[float],
+    lows: Sequence[float],
+    highs: Sequence[float],
+    higher_is_better: Sequence[bool],
+) -> Figure:
+    """Mean difference B − A per metric with its confidence interval: green where B is better,
+    red where it is worse (a rise in a lower-is-better metric is worse), grey otherwise."""
+    figure, axes = plt.subplots(figsize=(6.4, 0.45 * len(metrics) + 1.0))
+    positions = list(range(len(metrics)))
+    colors = []
+    for low, high, higher in zip(lows, highs, higher_is_better, strict=True):
+        if low > 0 or high < 0:
+            colors.append(PALETTE[3] if (low > 0) == higher else PALETTE[1])
+        else:
+            colors.append("#888888")
+    errors = [
+        [m - lo for m, lo in zip(means, lows, strict=True)],
+        [h - m for m, h in zip(means, highs, strict=True)],
+    ]
+    axes.errorbar(means, positions, xerr=errors, fmt="none", ecolor="#555555", capsize=3)
+    axes.scatter(means, positions, c=colors, zorder=3)
+    axes.axvline(0.0, color="#333333", linewidth=0.8)
+    axes.set_yticks(positions, metrics)
+    axes.invert_yaxis()
+    axes.set_xlabel("mean difference B − A (95% paired bootstrap CI)")
+    return figure
+
+
+def timeline(
+    times: Sequence[float],
+    series: Mapping[str, Sequence[float | None]],
+    *,
+    injections: Sequence[tuple[float, str]] = (),
+    detections: Sequence[tuple[float, str]] = (),
+    title: str = "",
+) -> Figure:
+    """Score means over time per metric, with vertical marks where the regression was injected and
+    where drift was detected."""
+    figure, axes = plt.subplots(figsize=(9.5, 4.2))
+    for n, (metric, values) in enumerate(series.items()):
+        points = [(t, v) for t, v in zip(times, values, strict=True) if v is not None]
+        if points:
+            xs, ys = zip(*points, strict=True)
+            axes.plot(xs, ys, color=PALETTE[n % len(PALETTE)], linewidth=1.4, label=metric)
+    for at, label in injections:
+        axes.axvline(at, color="#cc0000", linestyle="--", linewidth=1.2)
+        axes.annotate(label, (at, 1.02), xycoords=("data", "axes fraction"), color="#cc0000", fontsize=8)
+    for at, label in detections:
+        axes.axvline(at, color="#7b1fa2", linestyle=":", linewidth=1.2)
+        axes.annotate(label, (at, 0.02), xycoords=("data", "axes fraction"), color="#7b1fa2", fontsize=8,
+                      rotation=90, va="bottom")  # fmt: skip
+    axes.set_ylim(0, 1.05)
+    axes.set_xlabel("seconds since start")
+    axes.set_ylabel("mean score (per interval)")
+    if title:
+        axes.set_title(title, loc="left")
+    if series:
+        axes.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), frameon=False, ncol=4)
+    return figure

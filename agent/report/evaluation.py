@@ -1,0 +1,166 @@
+"""The report of `ragpulse eval`: summary, score distributions, weakest items with the judge's
+verdicts, bad input lines, and the A/B comparison when there is one."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from html import escape
+
+from agent.offline.evaluate import ItemResult, VerdictDetail
+from agent.offline.records import BadRow
+from agent.offline.summary import BETTER, WORSE, MetricComparison, MetricSummary
+from agent.report import charts
+from agent.report.html import Page, chart, fmt, table
+
+WeakItem = tuple[ItemResult, Sequence[VerdictDetail]]
+
+
+def _summary_table(summaries: Sequence[MetricSummary]) -> str:
+    rows = [
+        (
+            escape(s.metric)
+            + ("" if s.higher_is_better else ' <span class="muted">(lower is better)</span>'),
+            fmt(s.mean),
+            f"{fmt(s.ci_low)} – {fmt(s.ci_high)}",
+            str(s.count),
+            str(s.undefined),
+            str(s.errors),
+        )
+        for s in summaries
+    ]
+    return table(
+        ["metric", "mean", "95% CI", "scored", "undefined", "judge errors"], rows, numeric=(1, 2, 3, 4, 5)
+    )
+
+
+def _distributions(summaries: Sequence[MetricSummary], results: Sequence[ItemResult]) -> str:
+    figures = []
+    for s in summaries:
+        values = [v for r in results if (v := r.scores.get(s.metric)) is not None]
+        if values:
+            figures.append(chart(charts.to_svg(charts.histogram(values, s.metric, s.mean)), s.metric))
+    return f'<div class="grid">{"".join(figures)}</div>' if figures else "<p>No defined scores.</p>"
+
+
+def _verdict_rows(details: Sequence[VerdictDetail]) -> str:
+    if not details:
+        return '<p class="muted">No judge verdicts for this item.</p>'
+    with_reasons = any(d.reason for d in details)  # local judges give graded scores, LLMs reasons
+    rows = [
+        (
+            escape(d.question),
+            f'<span class="{"yes" if d.value else "no"}">{"yes" if d.value else "no"}</span>',
+            fmt(d.score, 2),
+            escape(d.subject),
+            *((escape(d.reason),) if with_reasons else ()),
+        )
+        for d in details
+    ]
+    headers = ["question", "verdict", "score", "about", *(("reason",) if with_reasons else ())]
+    return table(headers, rows, numeric=(2,))
+
+
+def _weakest(weak: Sequence[WeakItem], metrics: Sequence[str]) -> str:
+    if not weak:
+        return "<p>No item has a defined score.</p>"
+    blocks = []
+    for result, details in weak:
+        item = result.item
+        scores = ", ".join(
+            f"{escape(m)} {fmt(v, 2)}" for m in metrics if (v := result.scores.get(m)) is not None
+        )
+        errors = "".join(f"<li>{escape(m)}: {escape(e)}</li>" for m, e in result.errors.items())
+        blocks.append(
+            f"<details open><summary><b>{escape(item.id)}</b> (line {item.line}) — {escape(item.question)}"
+            f"</summary><p>{scores}</p>"
+            + (f"<p><b>Response:</b> {escape(item.response)}</p>" if item.response else "")
+            + (f"<p><b>Reference:</b> {escape(item.reference)}</p>" if item.reference else "")
+            + (f"<p><b>Judge errors:</b></p><ul>{errors}</ul>" if errors else "")
+            + _verdict_rows(details)
+            + "</details>"
+        )
+    return "".join(blocks)
+
+
+def _bad_rows(bad: Sequence[BadRow]) -> str:
+    shown = bad[:200]
+    rows = [(str(b.line), escape(b.reason)) for b in shown]
+    more = f"<p>… and {len(bad) - len(shown)} more.</p>" if len(bad) > len(shown) else ""
+    return table(["line", "reason"], rows, numeric=(0,)) + more
+
+
+def _verdict_class(verdict: str) -> str:
+    return "better" if verdict == BETTER else "worse" if verdict == WORSE else "muted"
+
+
+def comparison_section(comparisons: Sequence[MetricComparison], a: str, b: str, paired_by: str) -> str:
+    rows = [
+        (
+            escape(c.metric),
+            str(c.pairs),
+            fmt(c.mean_a),
+            fmt(c.mean_b),
+            fmt(c.mean_difference),
+            f"{fmt(c.ci_low)} – {fmt(c.ci_high)}",
+            f'<span class="{_verdict_class(c.verdict)}">{escape(c.verdict)}</span>',
+        )
+        for c in comparisons
+    ]
+    plotted = [c for c in comparisons if c.mean_difference is not None and c.ci_low is not None]
+    figure = ""
+    if plotted:
+        svg = charts.to_svg(
+            charts.differences(
+                [c.metric for c in plotted],
+                [c.mean_difference or 0.0 for c in plotted],
+                [c.ci_low or 0.0 for c in plotted],
+                [c.ci_high or 0.0 for c in plotted],
+                [c.higher_is_better for c in plotted],
+            )
+        )
+        figure = chart(svg, "differences")
+    intro = (
+        f"<p>B = <code>{escape(b)}</code> compared with A = <code>{escape(a)}</code>, items paired by "
+        f"{escape(paired_by)}. A verdict is reached when the 95% paired bootstrap interval of the mean "
+        "difference excludes 0.</p>"
+    )
+    return (
+        intro
+        + table(
+            ["metric", "pairs", "mean A", "mean B", "B − A", "95% CI", "verdict"],
+            rows,
+            numeric=(1, 2, 3, 4, 5),
+        )
+        + figure
+    )
+
+
+def evaluation_page(
+    *,
+    source: str,
+    judge: str,
+    summaries: Sequence[MetricSummary],
+    results: Sequence[ItemResult],
+    weak: Sequence[WeakItem],
+    bad: Sequence[BadRow],
+    comparison: str | None = None,
+    baseline: Sequence[MetricSummary] | None = None,
+) -> str:
+    """The page; with a comparison, `summaries` and `results` are B's and `baseline` is A's summary."""
+    page = Page(
+        "ragpulse evaluation",
+        f"{escape(source)} · {len(results)} items scored · {len(bad)} bad lines skipped · judge "
+        f"<code>{escape(judge)}</code>",
+    )
+    if comparison is not None:
+        page.section("A/B comparison", comparison, section_id="comparison")
+    if baseline is not None:
+        page.section("Summary of A", _summary_table(baseline), section_id="summary-a")
+    page.section(
+        "Summary" if baseline is None else "Summary of B", _summary_table(summaries), section_id="summary"
+    )
+    page.section("Score distributions", _distributions(summaries, results), section_id="distributions")
+    page.section("Weakest items", _weakest(weak, [s.metric for s in summaries]), section_id="weakest")
+    if bad:
+        page.section("Lines skipped", _bad_rows(bad), section_id="bad-lines")
+    return page.render()

@@ -1,0 +1,136 @@
+"""`ragpulse demo --duration 60` as a user runs it: drift is detected after the injected regression
+and never before, seen from its /metrics while it runs and from the report it writes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support import ROOT, free_port, scrape
+
+pytestmark = pytest.mark.integration
+
+
+def test_demo_detects_the_injected_regression_and_nothing_before(tmp_path: Path) -> None:
+    metrics_port, otlp_port = free_port(), free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAGPULSE_")}
+    env.update({
+        "RAGPULSE_METRICS_LISTEN": f"127.0.0.1:{metrics_port}",
+        "RAGPULSE_OTLP_LISTEN": f"127.0.0.1:{otlp_port}",
+    })  # fmt: skip
+    out = tmp_path / "demo"
+    log = (tmp_path / "demo.log").open("wb")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "agent", "demo", "--duration", "60", "--out", str(out)],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{metrics_port}/metrics"
+    false_alarms: list[str] = []
+    alarm_seen_in_phase: set[float] = set()
+    services: set[str] = set()
+    routes: set[str] = set()
+    try:
+        deadline = time.monotonic() + 240
+        while process.poll() is None and time.monotonic() < deadline:
+            try:
+                samples = scrape(url)
+            except (OSError, AssertionError):
+                time.sleep(0.3)
+                continue
+            phase = samples.value("ragpulse_demo_phase")
+            alarms = samples.total("ragpulse_drift_detected")
+            if phase == 0 and alarms > 0:
+                false_alarms.append(f"{alarms} series alarmed before the injection")
+            if alarms > 0 and phase is not None:
+                alarm_seen_in_phase.add(phase)
+            for name, labels, _ in samples.samples:
+                if name == "ragpulse_interactions_total":
+                    services.add(labels["service"])
+                    routes.add(labels["route"])
+            time.sleep(0.5)
+        assert process.wait(timeout=60) == 0, (tmp_path / "demo.log").read_text()[-4000:]
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        log.close()
+    output = (tmp_path / "demo.log").read_text()
+    assert false_alarms == [], output[-3000:]
+    assert alarm_seen_in_phase and min(alarm_seen_in_phase) >= 1, output[-3000:]
+    assert len(services) >= 3 and len(routes) >= 4
+    assert "regression injected: irrelevant chunks ranked first" in output  # plain lines: not a terminal
+    assert "DRIFT detected" in output
+
+    data = json.loads((out / "demo.json").read_text())
+    injected = data["regression_injected_at"]
+    assert injected is not None and 0 < injected < 60
+    assert data["detections"], data
+    assert all(d["at"] > injected for d in data["detections"])
+    assert 0 < data["first_score_seconds"] < injected
+    metrics = {d["metric"] for d in data["detections"]}
+    assert "context_precision" in metrics or "context_relevancy" in metrics
+    # The regression moved the scores: the local judge's context precision really dropped.
+    times, precision = data["timeline"]["t"], data["timeline"]["context_precision"]
+    before = [v for t, v in zip(times, precision, strict=True) if v is not None and t < injected]
+    after = [v for t, v in zip(times, precision, strict=True) if v is not None and t > injected + 4]
+    assert sum(before) / len(before) - sum(after) / len(after) > 0.3
+    html = (out / "report.html").read_text()
+    assert 'data-chart="timeline"' in html and "<svg" in html
+    assert "<script" not in html and "stylesheet" not in html  # self-contained: nothing to fetch
+    assert (out / "report.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_demo_app_sends_to_any_otlp_endpoint() -> None:
+    from tests.support import AgentProcess
+
+    agent = AgentProcess(env={"RAGPULSE_ASSEMBLY_WAIT_SECONDS": "2"})
+    try:
+        agent.wait_ready()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RAGPULSE_")}
+        run = subprocess.run(
+            [sys.executable, "-m", "agent", "demo-app", "--endpoint", f"http://127.0.0.1:{agent.otlp_port}",
+             "--rate", "20", "--duration", "4"],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert run.returncode == 0, run.stderr
+        assert "sent" in run.stderr
+        sent = int(run.stderr.rsplit("sent ", 1)[1].split()[0])
+        assert sent >= 40
+        scrape = agent.wait_for(lambda s: s.total("ragpulse_interactions_total") >= sent, timeout=60)
+        assert scrape.total("ragpulse_interactions_total") == sent
+        services = {
+            labels["service"] for name, labels, _ in scrape.samples if name == "ragpulse_interactions_total"
+        }
+        assert services == {"support-assistant", "docs-search", "hr-assistant"}
+    finally:
+        agent.stop()
+
+
+def test_demo_uses_the_configured_llm_judge(tmp_path: Path) -> None:
+    from tests.fakes.llm_server import FakeLLMServer
+
+    with FakeLLMServer() as server:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RAGPULSE_")}
+        env.update({
+            "RAGPULSE_METRICS_LISTEN": f"127.0.0.1:{free_port()}",
+            "RAGPULSE_OTLP_LISTEN": f"127.0.0.1:{free_port()}",
+            "RAGPULSE_JUDGE_MODEL": "openai/ragpulse-test-judge",
+            "RAGPULSE_JUDGE_API_BASE": server.api_base,
+            "RAGPULSE_JUDGE_API_KEY": "test-key",
+        })  # fmt: skip
+        run = subprocess.run(
+            [sys.executable, "-m", "agent", "demo", "--duration", "8", "--rate", "10",
+             "--out", str(tmp_path)],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=180,
+        )  # fmt: skip
+        assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+        calls = server.stats.calls
+    data = json.loads((tmp_path / "demo.json").read_text())
+    assert data["judge"] == "openai/ragpulse-test-judge"
+    assert data["interactions_scored"] > 0 and calls > 0

@@ -1,0 +1,104 @@
+"""The HTML reports in a real browser (Debian's chromium, headless): they load with no console
+error, fetch nothing from the network, and their charts are drawn.
+
+Set REPORT_SCREENSHOT_DIR to keep the screenshots for a look.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agent.report.demo import demo_page
+from tests.browser import chromium_path, visit_page
+from tests.support import ROOT
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(chromium_path() is None, reason="needs a browser: install Debian package chromium"),
+]
+
+CHECKS = {
+    "charts": "document.querySelectorAll('figure.chart svg').length",
+    "names": "[...document.querySelectorAll('figure.chart')].map(f => f.dataset.chart)",
+    "drawn": "[...document.querySelectorAll('figure.chart svg')].every(s => {"
+    " const r = s.getBoundingClientRect(); return r.width > 150 && r.height > 80"
+    " && s.querySelectorAll('path, rect, line, use').length > 10; })",
+    "fetched": "performance.getEntriesByType('resource').map(e => e.name)",
+    "sections": "[...document.querySelectorAll('section')].map(s => s.id)",
+}
+
+
+def _keep(name: str, png: bytes) -> None:
+    keep = os.environ.get("REPORT_SCREENSHOT_DIR")
+    if keep:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        (Path(keep) / name).write_bytes(png)
+
+
+def test_eval_report_with_comparison(tmp_path: Path) -> None:
+    rows_a, rows_b = [], []
+    facts = [
+        (
+            "Which river flows through Paris?",
+            "The Seine flows through Paris.",
+            "The Loire flows through Paris.",
+        ),
+        ("When was the tower built?", "The tower was built in 1889.", "The tower was built in 1925."),
+        ("Who designed the tower?", "Gustave Eiffel designed the tower.", "Le Corbusier designed the tower."),
+    ]
+    for i in range(24):
+        question, right, wrong = facts[i % 3]
+        base = {"id": str(i), "question": question, "contexts": [right, "Lyon sits on the Rhone."],
+                "reference": right}  # fmt: skip
+        rows_a.append({**base, "response": right})
+        rows_b.append({**base, "response": wrong if i % 2 else right})
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_text("".join(json.dumps(r) + "\n" for r in rows_a))
+    b.write_text("".join(json.dumps(r) + "\n" for r in rows_b) + "{not json\n")
+    run = subprocess.run(
+        [sys.executable, "-m", "agent", "eval", str(a), str(b), "--compare", "--out", str(tmp_path / "out")],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    visit = visit_page(tmp_path / "out" / "report.html", CHECKS)
+    _keep("eval-report.png", visit.screenshot)
+    assert visit.console_errors == []
+    assert visit.results["fetched"] == []
+    assert visit.results["charts"] >= 5
+    assert "differences" in visit.results["names"] and "faithfulness" in visit.results["names"]
+    assert visit.results["drawn"] is True
+    assert {"comparison", "summary", "distributions", "weakest", "bad-lines"} <= set(
+        visit.results["sections"]
+    )
+    assert visit.screenshot.startswith(b"\x89PNG")
+
+
+def test_demo_report(tmp_path: Path) -> None:
+    times = [1.0 + 2 * i for i in range(30)]
+    data = {
+        "judge": "lexical",
+        "phases": {"healthy": 0.0, "irrelevant chunks ranked first": 24.0, "missing facts": 42.0},
+        "regression_injected_at": 24.0,
+        "detections": [
+            {"service": "docs-search", "route": "/api/install", "metric": "context_precision", "at": 31.5}
+        ],
+        "timeline": {
+            "t": times,
+            "context_precision": [0.95 if t < 24 else 0.35 for t in times],
+            "faithfulness": [0.9 if t < 42 else 0.3 for t in times],
+        },
+    }
+    path = tmp_path / "report.html"
+    path.write_text(demo_page(data, "first score after 1.2s"))
+    visit = visit_page(path, CHECKS)
+    _keep("demo-report.png", visit.screenshot)
+    assert visit.console_errors == []
+    assert visit.results["fetched"] == []
+    assert visit.results["names"] == ["timeline"]
+    assert visit.results["drawn"] is True
