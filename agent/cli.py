@@ -11,7 +11,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from agent import __version__
-from agent.config import ConfigError, Settings, describe_settings, load_settings
+from agent.config import ConfigError, Settings, describe_settings, display_settings, load_settings
+from agent.logging_setup import configure_logging
+from agent.secrets import mask
 from agent.trust.cli import add_commands as add_trust_commands
 
 log = logging.getLogger("ragpulse")
@@ -114,13 +116,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = _settings(args)
     except ConfigError as exc:
-        print(f"ragpulse: {exc}", file=sys.stderr)
+        print(f"ragpulse: {mask(str(exc))}", file=sys.stderr)
         return 2
-    logging.basicConfig(
-        level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
+    configure_logging(settings)  # from here on, known secrets are masked in every log line
     if args.command == "validate-config":
-        print(settings.model_dump_json(indent=2))
+        print(display_settings(settings))
         return 0
     handler = getattr(args, "handler", None)
     if handler is not None:
@@ -129,10 +129,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         asyncio.run(_run(settings))
     except ConfigError as exc:
-        print(f"ragpulse: {exc}", file=sys.stderr)
+        print(f"ragpulse: {mask(str(exc))}", file=sys.stderr)
         return 2
     except OSError as exc:
-        print(f"ragpulse: cannot start: {exc}", file=sys.stderr)
+        print(f"ragpulse: cannot start: {mask(str(exc))}", file=sys.stderr)
         return 1
     return 0
 

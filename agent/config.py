@@ -305,6 +305,46 @@ class Settings(BaseModel):
     )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
+    # -- Security (docs/security.md) -------------------------------------------------------------
+    redact_pii: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="Replace personal data with placeholders before text leaves for a judge; "
+        "auto = on for LLM judges, off for the local judges (which send nothing).",
+    )
+    redact_kinds: tuple[str, ...] = Field(
+        ("email", "phone", "card", "iban", "ip"), description="Built-in kinds of personal data redacted."
+    )
+    redact_patterns: dict[str, str] = Field(
+        default_factory=dict,
+        description="Custom kinds to redact, KIND: regex (YAML mapping, or a JSON object in the env var).",
+    )
+    redact_allow: tuple[str, ...] = Field(
+        (), description="Values never redacted (e.g. your public support address), comma-separated."
+    )
+    redact_phone_regions: tuple[str, ...] = Field(
+        ("US", "GB", "DE", "FR", "IN"),
+        description="Regions whose national phone formats are recognised (+ numbers always are).",
+    )
+    log_prompts: bool = Field(
+        False, description="Let litellm/openai log judge prompt bodies at DEBUG (off: they never log)."
+    )
+    otlp_tls_cert_file: str | None = Field(None, description="PEM certificate: serve OTLP/HTTP over TLS.")
+    otlp_tls_key_file: str | None = Field(None, description="PEM private key of otlp_tls_cert_file.")
+    otlp_tls_client_ca_file: str | None = Field(
+        None, description="CA bundle: require OTLP clients to present a certificate it signed (mTLS)."
+    )
+    otlp_bearer_token: SecretStr | None = Field(
+        None, description="Require 'Authorization: Bearer <token>' on OTLP requests."
+    )
+    otlp_bearer_token_file: str | None = Field(
+        None, description="File holding the OTLP bearer token (re-read at start; for mounted secrets)."
+    )
+    metrics_web_config_file: str | None = Field(
+        None,
+        description="Prometheus web configuration file (tls_server_config, basic_auth_users) for "
+        "/metrics, /healthz and /readyz.",
+    )
+
     @field_validator("otlp_listen", "metrics_listen")
     @classmethod
     def _host_port(cls, value: str) -> str:
@@ -347,6 +387,49 @@ class Settings(BaseModel):
         for rule in value:
             KeepRule.parse(rule)
         return value
+
+    @field_validator("redact_pii", mode="before")
+    @classmethod
+    def _yaml_on_off(cls, value: Any) -> Any:
+        # YAML reads a bare on/off as a boolean.
+        return {True: "on", False: "off"}.get(value, value) if isinstance(value, bool) else value
+
+    @field_validator("redact_patterns", mode="before")
+    @classmethod
+    def _patterns_from_json(cls, value: Any) -> Any:
+        # An environment variable gives the mapping as a JSON object.
+        if isinstance(value, str):
+            import json
+
+            try:
+                return json.loads(value) if value.strip() else {}
+            except json.JSONDecodeError as exc:
+                example = '{"EMPLOYEE_ID": "E\\\\d{6}"}'
+                raise ValueError(f"expected a JSON object such as {example}: {exc}") from None
+        return value
+
+    @field_validator("redact_patterns")
+    @classmethod
+    def _patterns_compile(cls, value: dict[str, str]) -> dict[str, str]:
+        from agent.redact import RedactionRules, Redactor
+
+        Redactor(RedactionRules(patterns=value))
+        return value
+
+    @field_validator("redact_kinds")
+    @classmethod
+    def _redact_kinds(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        from agent.redact import BUILTIN_KINDS
+
+        unknown = sorted(set(value) - set(BUILTIN_KINDS))
+        if unknown:
+            raise ValueError(f"unknown kind(s) {unknown}; choose from {list(BUILTIN_KINDS)}")
+        return value
+
+    @property
+    def redacts(self) -> bool:
+        """Whether judge inputs are redacted: on, or auto with an LLM (remote) judge."""
+        return self.redact_pii == "on" or (self.redact_pii == "auto" and not self.judge_is_local)
 
     @field_validator("alert_thresholds", mode="before")
     @classmethod
@@ -525,10 +608,27 @@ def describe_settings() -> str:
     """One line per setting: YAML key, env var, default, meaning."""
     rows = []
     for name, f in Settings.model_fields.items():
-        default = f.default
+        default = f.get_default(call_default_factory=True)
         if isinstance(default, tuple):
             default = ",".join(default)
         elif isinstance(default, dict):
             default = ",".join(f"{k}={v}" for k, v in default.items())
         rows.append(f"{name:<26} {ENV_PREFIX + name.upper():<36} {default!s:<22} {f.description or ''}")
     return "\n".join(rows)
+
+
+def display_settings(settings: Settings) -> str:
+    """The settings as JSON for people to read: secrets as ***, passwords in URLs masked."""
+    import json
+
+    from agent.secrets import MASK, mask_url
+
+    values = settings.model_dump(mode="json")
+    for name, value in values.items():
+        if isinstance(getattr(settings, name), SecretStr):
+            values[name] = MASK
+        elif isinstance(value, str):
+            values[name] = mask_url(value)
+        elif isinstance(value, list):
+            values[name] = [mask_url(v) if isinstance(v, str) else v for v in value]
+    return json.dumps(values, indent=2)

@@ -44,6 +44,7 @@ from agent.otlp.decode import DecodedRequest
 from agent.sampling import THROTTLED_REASONS, KeepRule, RateTable, RuleSampler, Sampler
 from agent.sources.base import Source
 from agent.sources.otlp_http import OtlpHttpSource
+from agent.sources.security import EndpointSecurity, load_web_config, otlp_security
 from agent.telemetry import Telemetry
 from agent.throttled_log import ThrottledLog
 from agent.trust.aggregator import PpiAggregator, ppi_aggregator
@@ -386,17 +387,29 @@ def build_source(settings: Settings, telemetry: Telemetry) -> Source:
         )
         return KafkaSource(config, telemetry)
     http = OtlpHttpSource(
-        *settings.otlp_address, max_body_bytes=settings.otlp_max_body_bytes, telemetry=telemetry
+        *settings.otlp_address,
+        max_body_bytes=settings.otlp_max_body_bytes,
+        telemetry=telemetry,
+        # 401s are counted with the receiver's other refusals (reason "unauthorized").
+        security=otlp_security(settings),
     )
     grpc_address = settings.otlp_grpc_address
     if grpc_address is None:
         return http
     # Imported here so that disabling gRPC never loads grpcio.
     from agent.sources.composite import CompositeSource
+    from agent.sources.grpc_security import interceptors, server_credentials
+    from agent.sources.otlp_grpc import SOURCE as GRPC_SOURCE
     from agent.sources.otlp_grpc import OtlpGrpcSource
 
+    unauthorized = telemetry.requests_refused.labels(GRPC_SOURCE, "unauthorized").inc
     grpc = OtlpGrpcSource(
-        *grpc_address, max_body_bytes=settings.otlp_max_body_bytes, refused=telemetry.requests_refused
+        *grpc_address,
+        max_body_bytes=settings.otlp_max_body_bytes,
+        refused=telemetry.requests_refused,
+        # The same TLS, mTLS and bearer-token settings as OTLP/HTTP (agent/sources/grpc_security.py).
+        credentials=server_credentials(settings),
+        interceptors=interceptors(settings, unauthorized),
     )
     return CompositeSource([http, grpc])
 
@@ -518,8 +531,16 @@ def build_agent(
     source = build_source(settings, telemetry)
     gate = pipeline.gate
     readiness = {"source": source.ready, "judge": lambda: judge.healthy() and not gate.failing}
+    metrics_security = EndpointSecurity()
+    if settings.metrics_web_config_file:
+        refused = telemetry.requests_refused.labels("metrics", "unauthorized").inc
+        metrics_security = load_web_config(settings.metrics_web_config_file).security(refused)
     metrics_server = MetricsServer(
-        telemetry.registry, *settings.metrics_address, checks=readiness, loop_lag=LoopLagMonitor(telemetry)
+        telemetry.registry,
+        *settings.metrics_address,
+        checks=readiness,
+        loop_lag=LoopLagMonitor(telemetry),
+        security=metrics_security,
     )
     self_check: Callable[[], Coroutine[Any, Any, object]] | None = None
     if settings.judge_self_check and not settings.judge_is_local:

@@ -191,6 +191,13 @@ class Telemetry:
             ["reason"],
             registry=registry,
         )
+        self.redactions = Counter(
+            "ragpulse_redactions",
+            "Personal data values replaced by placeholders before text left for a judge, by kind "
+            "(email, phone, card, iban, ip, or a custom kind).",
+            ["kind"],
+            registry=registry,
+        )
         self.budget_exhausted = Gauge(
             "ragpulse_judge_budget_exhausted",
             "1 while the judge budget (calls/min or USD/h) is spent and sampling is throttled.",
@@ -294,6 +301,10 @@ class Telemetry:
             self.judge_unpriced_calls.labels(model).inc()
         else:
             self.judge_cost.labels(model).inc(cost_usd)
+
+    # RedactionCounter, for RedactingJudge
+    def redacted(self, kind: str, n: int) -> None:
+        self.redactions.labels(kind).inc(n)
 
     # ErrorCounter, for RedisVerdictCache
     def cache_error(self, operation: str) -> None:

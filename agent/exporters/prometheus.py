@@ -15,6 +15,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from agent.looplag import LoopLagMonitor
 from agent.model import MetricResult, Outcome, RagInteraction
+from agent.sources.security import EndpointSecurity
 from agent.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -47,8 +48,11 @@ class MetricsServer:
         host: str,
         port: int,
         checks: Mapping[str, Callable[[], bool]],
+        security: EndpointSecurity | None = None,
         loop_lag: LoopLagMonitor | None = None,
     ) -> None:
+        # TLS and basic auth from a Prometheus web config file (metrics_web_config_file), if any.
+        self._security = security or EndpointSecurity()
         self._registry = registry
         self._loop_lag = loop_lag  # runs while the server does: it measures what the server suffers
         self._host = host
@@ -60,15 +64,19 @@ class MetricsServer:
     async def start(self) -> None:
         if self._loop_lag is not None:
             await self._loop_lag.start()
-        app = web.Application()
+        security = self._security
+        app = web.Application(middlewares=security.middlewares)
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
-        await web.TCPSite(self._runner, self._host, self._port, reuse_address=True).start()
+        site = web.TCPSite(
+            self._runner, self._host, self._port, reuse_address=True, ssl_context=security.ssl_context
+        )
+        await site.start()
         self.bound_port = self._runner.addresses[0][1]
-        log.info("metrics on http://%s:%d/metrics", self._host, self.bound_port)
+        log.info("metrics on %s://%s:%d/metrics", security.scheme, self._host, self.bound_port)
 
     async def shutdown(self, timeout: float) -> None:
         runner, self._runner = self._runner, None

@@ -23,6 +23,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
 
 from agent import __version__
 from agent.model import MetricResult, Outcome, RagInteraction
+from agent.secrets import mask
 
 AGENT_RESOURCE_ATTRIBUTE = "ragpulse.agent"
 EVALUATION_EVENT = "gen_ai.evaluation.result"
@@ -46,7 +47,7 @@ def _event_attributes(result: MetricResult) -> list[KeyValue]:
     if result.outcome is Outcome.ERROR:
         attributes.append(_kv("error.type", "judge_error"))
     if result.reason:
-        attributes.append(_kv("gen_ai.evaluation.explanation", result.reason))
+        attributes.append(_kv("gen_ai.evaluation.explanation", mask(result.reason)))
     return attributes
 
 
@@ -77,7 +78,8 @@ def evaluation_request(
             attributes.append(_kv(f"{prefix}.score", float(result.value)))
         attributes.append(_kv(f"{prefix}.label", result.outcome.value))
         if result.reason:
-            attributes.append(_kv(f"{prefix}.explanation", result.reason))
+            # An error reason may quote a provider's message (e.g. a rejected API key): masked.
+            attributes.append(_kv(f"{prefix}.explanation", mask(result.reason)))
         span.events.add(time_unix_nano=now, name=EVALUATION_EVENT, attributes=_event_attributes(result))
     attributes.extend(_kv(key, value) for key, value in (extra_attributes or {}).items())
     if include_text:

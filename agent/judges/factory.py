@@ -10,6 +10,7 @@ from agent.judges.cache import CachedJudge, MemoryVerdictCache, VerdictCache
 from agent.judges.instrumented import InstrumentedJudge
 from agent.judges.local import LexicalJudge
 from agent.judges.offload import BoundedJudge
+from agent.judges.redacting import RedactingJudge
 from agent.telemetry import Telemetry
 
 
@@ -53,8 +54,9 @@ def build_inner_judge(settings: Settings, telemetry: Telemetry) -> Judge:
     return LLMJudge(settings.judge_model, options, usage=telemetry)
 
 
-def build_judge(settings: Settings, telemetry: Telemetry, redis: Any = None) -> CachedJudge:
-    """The judge metrics use: verdict cache in front of an instrumented local or LLM judge.
+def build_judge(settings: Settings, telemetry: Telemetry, redis: Any = None) -> CachedJudge | RedactingJudge:
+    """The judge metrics use: verdict cache in front of an instrumented local or LLM judge, behind
+    redaction of personal data when `settings.redacts` (so cache keys see redacted text only).
 
     `healthy()` on the result is False while an LLM judge's circuit breaker is open. Texts are cut
     to `judge_max_text_chars`, and local judges compute in worker threads, off the event loop.
@@ -66,4 +68,15 @@ def build_judge(settings: Settings, telemetry: Telemetry, redis: Any = None) -> 
         on_truncate=telemetry.judge_texts_truncated.inc,
     )
     judge: Judge = InstrumentedJudge(bounded, telemetry)
-    return CachedJudge(judge, build_verdict_cache(settings, telemetry, redis), telemetry)
+    cached = CachedJudge(judge, build_verdict_cache(settings, telemetry, redis), telemetry)
+    if not settings.redacts:
+        return cached
+    from agent.redact import RedactionRules, Redactor
+
+    rules = RedactionRules(
+        kinds=settings.redact_kinds,
+        patterns=settings.redact_patterns,
+        allow=settings.redact_allow,
+        phone_regions=settings.redact_phone_regions,
+    )
+    return RedactingJudge(cached, Redactor(rules), telemetry)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
@@ -53,6 +54,7 @@ def build_grpc_server(
     handlers: grpc.GenericRpcHandler,
     max_message_bytes: int,
     credentials: grpc.ServerCredentials | None = None,
+    interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
 ) -> tuple[grpc.aio.Server, int]:
     """The one place a gRPC server is made: plaintext, or TLS when `credentials` are given.
 
@@ -65,6 +67,7 @@ def build_grpc_server(
             ("grpc.so_reuseport", 0),
         ],
         compression=grpc.Compression.NoCompression,
+        interceptors=tuple(interceptors),
     )
     server.add_generic_rpc_handlers((handlers,))
     if credentials is None:
@@ -101,7 +104,9 @@ class OtlpGrpcSource:
         max_body_bytes: int,
         refused: Counter | None = None,
         credentials: grpc.ServerCredentials | None = None,
+        interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
     ) -> None:
+        self._interceptors = tuple(interceptors)  # e.g. the bearer-token check
         self._address = f"{host}:{port}"
         self._max_body_bytes = max_body_bytes
         self._refused = refused
@@ -125,7 +130,11 @@ class OtlpGrpcSource:
             },
         )
         self._server, self.bound_port = build_grpc_server(
-            self._address, handlers, self._max_body_bytes * _CORE_LIMIT_FACTOR, self._credentials
+            self._address,
+            handlers,
+            self._max_body_bytes * _CORE_LIMIT_FACTOR,
+            self._credentials,
+            self._interceptors,
         )
         await self._server.start()
         log.info("OTLP/gRPC receiver on %s (port %d)", self._address, self.bound_port)

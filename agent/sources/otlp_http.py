@@ -40,6 +40,7 @@ from agent.otlp.decode import DecodedRequest, Encoding, UndecodableError, decode
 from agent.sources import refusals
 from agent.sources.base import Intake
 from agent.sources.refusals import RateLimitFilter, Refusals
+from agent.sources.security import EndpointSecurity
 from agent.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -173,7 +174,15 @@ def _slices(request: DecodedRequest, size: int) -> Iterator[DecodedRequest]:
 class OtlpHttpSource:
     name = SOURCE
 
-    def __init__(self, host: str, port: int, max_body_bytes: int, telemetry: Telemetry | None = None) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        max_body_bytes: int,
+        telemetry: Telemetry | None = None,
+        security: EndpointSecurity | None = None,
+    ) -> None:
+        self._security = security or EndpointSecurity()
         self._host = host
         self._port = port
         self._max_body_bytes = max_body_bytes
@@ -187,7 +196,8 @@ class OtlpHttpSource:
         self._intake = intake
         # One decoding thread: decoding is CPU work under the GIL, more threads would not help.
         self._decoder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="otlp-decode")
-        app = web.Application(client_max_size=self._max_body_bytes)
+        security = self._security  # TLS and bearer token (agent/sources/security.py), off by default
+        app = web.Application(client_max_size=self._max_body_bytes, middlewares=security.middlewares)
         app.router.add_post("/v1/traces", self._handle)
         self._runner = web.AppRunner(
             app,
@@ -202,10 +212,12 @@ class OtlpHttpSource:
             lingering_time=_LINGER_SECONDS,
         )
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self._host, self._port, reuse_address=True)
+        site = web.TCPSite(
+            self._runner, self._host, self._port, reuse_address=True, ssl_context=security.ssl_context
+        )
         await site.start()
         self.bound_port = self._runner.addresses[0][1]
-        log.info("OTLP/HTTP receiver on http://%s:%d/v1/traces", self._host, self.bound_port)
+        log.info("OTLP/HTTP receiver on %s://%s:%d/v1/traces", security.scheme, self._host, self.bound_port)
 
     def ready(self) -> bool:
         return self._runner is not None

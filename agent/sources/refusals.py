@@ -17,6 +17,7 @@ UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"  # 415: content type or encodi
 UNDECODABLE = "undecodable"  # 400: not an ExportTraceServiceRequest (incl. corrupt compression)
 BAD_REQUEST = "bad_request"  # 400: malformed HTTP, refused by the HTTP server before any handler
 NOT_FOUND = "not_found"  # 404: a path other than /v1/traces
+UNAUTHORIZED = "unauthorized"  # 401: missing or wrong bearer token (agent/sources/security.py)
 METHOD_NOT_ALLOWED = "method_not_allowed"  # 405
 INTERNAL_ERROR = "internal_error"  # a bug met while handling the body (answered 400, dead-lettered)
 TIMEOUT = "timeout"  # 408 / 504
@@ -24,6 +25,7 @@ OTHER = "other"  # any other status >= 400
 
 _BY_STATUS = {
     400: BAD_REQUEST,
+    401: UNAUTHORIZED,
     404: NOT_FOUND,
     405: METHOD_NOT_ALLOWED,
     408: TIMEOUT,

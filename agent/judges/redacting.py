@@ -1,0 +1,102 @@
+"""A Judge wrapper that redacts personal data before anything else sees the text.
+
+It sits outermost (redact → cache → instruments → LLM judge), so the verdict cache keys, the
+single-flight keys and the prompts are all computed from redacted text, and nothing downstream
+ever holds the original. The texts of one question are redacted together (query, answer or
+response, reference, chunks), so a value gets the same placeholder everywhere in that question
+and claim checks still line up; verdicts are positional (one per chunk, one per claim), so they
+map back to the original interaction unchanged.
+
+Each distinct set of texts is redacted once: the questions about one interaction (the combined
+prefetch, then each metric's own) reuse the result from a small memo, and
+`ragpulse_redactions_total{kind}` counts values per interaction, not per question.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from agent.judges.base import AnswerComparison, ChunkAssessment, ClaimVerdict, Judge
+from agent.model import Verdict
+from agent.redact import Redactor
+
+_MEMO_SIZE = 256
+
+
+class RedactionCounter(Protocol):
+    def redacted(self, kind: str, n: int) -> None: ...
+
+
+class RedactingJudge:
+    def __init__(self, inner: Judge, redactor: Redactor, counter: RedactionCounter) -> None:
+        self._inner = inner
+        self._redactor = redactor
+        self._counter = counter
+        self._memo: OrderedDict[tuple[str, ...], tuple[str, ...]] = OrderedDict()
+
+    @property
+    def model(self) -> str:
+        return self._inner.model
+
+    @property
+    def inner(self) -> Judge:
+        return self._inner
+
+    def prompt_version(self, kind: str) -> str:
+        return self._inner.prompt_version(kind)
+
+    def healthy(self) -> bool:
+        healthy = getattr(self._inner, "healthy", None)
+        return healthy() if callable(healthy) else True
+
+    def __getattr__(self, name: str) -> Any:
+        # Anything else the wrapped judge offers (e.g. the cache's `prefetch`) must not bypass
+        # redaction: only the methods below pass text on.
+        if name == "prefetch" and hasattr(self._inner, "prefetch"):
+            return self._prefetch
+        raise AttributeError(name)
+
+    def _redact(self, *texts: str) -> tuple[str, ...]:
+        known = self._memo.get(texts)
+        if known is not None:
+            self._memo.move_to_end(texts)
+            return known
+        redaction = self._redactor.redact(texts)
+        for kind, n in redaction.counts.items():
+            self._counter.redacted(kind, n)
+        self._memo[texts] = redaction.texts
+        if len(self._memo) > _MEMO_SIZE:
+            self._memo.popitem(last=False)
+        return redaction.texts
+
+    async def _prefetch(
+        self, query: str, response: str, chunks: Sequence[str]
+    ) -> tuple[list[ChunkAssessment], list[ClaimVerdict]] | None:
+        # The answer is positional (per chunk, per claim): it holds for the original texts too.
+        q, r, *c = self._redact(query, response, *chunks)
+        answer: tuple[list[ChunkAssessment], list[ClaimVerdict]] | None
+        answer = await self._inner.prefetch(q, r, c)  # type: ignore[attr-defined]
+        return answer
+
+    async def assess_chunks(
+        self, query: str, answer: str | None, chunks: Sequence[str]
+    ) -> list[ChunkAssessment]:
+        if answer is None:
+            q, *c = self._redact(query, *chunks)
+            return await self._inner.assess_chunks(q, None, c)
+        q, a, *c = self._redact(query, answer, *chunks)
+        return await self._inner.assess_chunks(q, a, c)
+
+    async def check_response(self, query: str, response: str, chunks: Sequence[str]) -> list[ClaimVerdict]:
+        q, r, *c = self._redact(query, response, *chunks)
+        return await self._inner.check_response(q, r, c)
+
+    async def check_reference(self, reference: str, chunks: Sequence[str]) -> list[Verdict]:
+        ref, *c = self._redact(reference, *chunks)
+        return await self._inner.check_reference(ref, c)
+
+    async def compare_answers(self, query: str, response: str, reference: str) -> AnswerComparison:
+        q, r, ref = self._redact(query, response, reference)
+        return await self._inner.compare_answers(q, r, ref)
