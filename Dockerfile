@@ -18,6 +18,10 @@ COPY --from=build /opt/ragpulse /opt/ragpulse
 COPY --chmod=0755 deploy/docker/entrypoint.sh /usr/local/bin/ragpulse-entrypoint
 # Keys (RAGPULSE_JUDGE_API_KEY, OPENAI_API_KEY, ...) only from the environment at run time, or
 # from a mounted secret file named by NAME_FILE (see the entrypoint); never in the image.
+# The listeners bind all interfaces so other containers (Collector, Prometheus) can reach the
+# agent; outside a container the default stays 127.0.0.1. On a network you do not fully trust, set
+# RAGPULSE_OTLP_TLS_CERT_FILE/_KEY_FILE, RAGPULSE_OTLP_BEARER_TOKEN_FILE and
+# RAGPULSE_METRICS_WEB_CONFIG_FILE (README "Protecting the endpoints", docs/security.md).
 ENV PATH=/opt/ragpulse/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
