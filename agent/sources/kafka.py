@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import signal
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,7 +106,12 @@ class _Rebalance(AsyncConsumerRebalanceListener):
 class KafkaSource:
     name = SOURCE
 
-    def __init__(self, config: KafkaSourceConfig, telemetry: Telemetry) -> None:
+    def __init__(
+        self,
+        config: KafkaSourceConfig,
+        telemetry: Telemetry,
+        on_fatal: Callable[[], None] | None = None,
+    ) -> None:
         if config.encoding not in KAFKA_ENCODINGS:
             raise ValueError(
                 f"kafka encoding must be one of {sorted(KAFKA_ENCODINGS)}, got {config.encoding!r}"
@@ -127,6 +134,10 @@ class KafkaSource:
         self._lag_partitions: set[TopicPartition] = set()
         self._pause_reason: str | None = None
         self._log = ThrottledLog(log, 30.0)
+        # A consumer task that dies ends the process gracefully (SIGTERM: finished offsets are
+        # committed) so that its supervisor restarts it; a replica that silently stops consuming
+        # while its liveness probe says 200 is the failure this avoids.
+        self._on_fatal = on_fatal or (lambda: os.kill(os.getpid(), signal.SIGTERM))
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -152,10 +163,11 @@ class KafkaSource:
             return
         exc = task.exception()
         log.critical(
-            "the Kafka consumer task died (%r); /readyz reports the source not ready. Restart the agent",
+            "the Kafka consumer task died (%r); stopping the agent so that its supervisor restarts it",
             exc,
             exc_info=exc,
         )
+        self._on_fatal()
 
     def ready(self) -> bool:
         """Connected, consuming, and owning partitions (or not for longer than a session timeout)."""
@@ -226,7 +238,15 @@ class KafkaSource:
                 intake.dead_letter("undecodable", f"{where}: {exc}")
                 sequence = _FINISHED
             else:
-                sequence = intake.accept(decoded, SOURCE)
+                try:
+                    sequence = intake.accept(decoded, SOURCE)
+                except Exception as exc:
+                    # A defect behind the consumer: this message is dead-lettered (its offset is
+                    # then committable) instead of skipped untracked, which would let a later
+                    # commit pass over it, or retried forever, which would block the partition.
+                    log.exception("intake failed on %s; dead-lettered", where)
+                    intake.dead_letter("internal_error", f"{where}: {exc!r}")
+                    sequence = _FINISHED
         with self._lock:
             self._offsets.track(partition, offset, sequence)
 
