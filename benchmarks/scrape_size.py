@@ -1,8 +1,8 @@
 """Size of one /metrics scrape at the default series budget.
 
-The agent bounds its labels: at most `max_label_values` (100) distinct services and 100 distinct
-routes (more become `__other__`), and drift series for at most `drift_max_series` (2000)
-(service, route, metric) triples. This fills a real `Telemetry` (the agent's own instruments)
+The agent bounds its labels with one budget on (service, route) pairs (`max_label_pairs`, 500;
+`max_label_values`, 100 routes per service; more become `__other__`, agent/labels.py SeriesBudget),
+and drift series for at most `drift_max_series` (2000) (service, route, metric) triples. This fills a real `Telemetry` (the agent's own instruments)
 with every series the pipeline creates for each (service, route) pair it sees: interactions and
 sampled counters, the sample ratio per service, and per metric the evaluations counter, the score
 histogram and the drift gauges. Then it renders the exposition exactly as /metrics does, plain and
@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from prometheus_client import CollectorRegistry, generate_latest
 
 from agent.config import Settings
-from agent.labels import OVERFLOW
+from agent.labels import SeriesBudget
 from agent.telemetry import Telemetry
 
 METRICS = Settings().metrics
@@ -31,18 +31,15 @@ METRICS = Settings().metrics
 def exposition(services: int, routes_per_service: int, shared_routes: bool) -> tuple[int, int, int, int]:
     """(pairs, sample lines, bytes, gzipped bytes) of a scrape after traffic of that shape."""
     defaults = Settings()
-    cap, drift_cap = defaults.max_label_values, defaults.drift_max_series
+    budget = SeriesBudget(defaults.max_label_pairs, defaults.max_label_values)
+    drift_cap = defaults.drift_max_series
     telemetry = Telemetry(CollectorRegistry())
-    seen_routes: set[str] = set()
     drift_series = 0
     pairs = set()
     for s in range(services):
-        service = f"service-{s}" if s < cap else OVERFLOW
         for r in range(routes_per_service):
             route = f"/route-{r}" if shared_routes else f"/service-{s}/route-{r}"
-            if route not in seen_routes and len(seen_routes) >= cap:
-                route = OVERFLOW
-            seen_routes.add(route)
+            service, route = budget(f"service-{s}", route)
             if (service, route) in pairs:
                 continue
             pairs.add((service, route))
@@ -71,8 +68,8 @@ def main() -> None:
     shapes = [
         ("1 service, 1 route", 1, 1, True),
         ("10 services x 10 routes", 10, 10, False),
-        ("100 services x 1 route (service cap)", 100, 1, False),
-        ("every service on every route, at both caps", 101, 101, True),
+        ("100 services x 1 route", 100, 1, False),
+        ("100 services x 100 routes (the pair budget)", 100, 100, True),
     ]
     print(f"{'shape':<46} {'pairs':>6} {'samples':>8} {'bytes':>11} {'gzip':>9}")
     for title, services, routes, shared in shapes:
