@@ -1,6 +1,6 @@
 """`ragpulse-instrument` is its own small distribution: its wheel depends on opentelemetry-api only,
 it installs into a fresh virtual environment without ragpulse, and writes exactly the attributes
-ragpulse's manual convention reads (the same as agent.instrument)."""
+ragpulse's manual convention reads."""
 
 from __future__ import annotations
 

@@ -6,8 +6,8 @@ import json
 
 import pytest
 from opentelemetry import trace
+from ragpulse_instrument import record_interaction
 
-from agent.instrument import record_interaction
 from agent.model import Chunk
 from agent.otlp.assemble import NOT_RAG
 from tests.otlp_support import Recorder, assembler, decoded, set_all

@@ -1,4 +1,4 @@
-"""The minimal layout for apps that instrument by hand (written by `agent.instrument`).
+"""The minimal layout for apps that instrument by hand (written by `ragpulse_instrument`).
 
 One span attribute per part, using only OpenTelemetry's native attribute types:
 
