@@ -1,4 +1,4 @@
-"""promtool unit test of deploy/prometheus/trust-rules.yml: alerts on the PPI bounds."""
+"""promtool unit test of deploy/prometheus/rules/trust-rules.yml: alerts on the PPI bounds."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import yaml
 
 from tests.support import ROOT
 
-RULES = ROOT / "deploy" / "prometheus" / "trust-rules.yml"
+RULES = ROOT / "deploy" / "prometheus" / "rules" / "trust-rules.yml"
+RUNBOOK = "https://github.com/ragpulse/ragpulse/blob/main/docs/trust.md#alert-on-the-lower-bound"
 ASK = 'ragpulse_quality_estimate{service="shop",route="/ask",metric="faithfulness",bound="%s"}'
 MAY_BE_BELOW = "RagpulseFaithfulnessMayBeBelowObjective"
 OK = 'ragpulse_quality_estimate{service="shop",route="/ok",metric="faithfulness",bound="%s"}'
@@ -40,9 +41,10 @@ TESTS = {
                     "alertname": MAY_BE_BELOW,
                     "exp_alerts": [
                         {
-                            "exp_labels": {"severity": "ticket", "service": "shop", "route": "/ask",
+                            "exp_labels": {"severity": "warning", "service": "shop", "route": "/ask",
                                            "metric": "faithfulness", "bound": "low"},
                             "exp_annotations": {
+                                "runbook_url": RUNBOOK,
                                 "summary": "Faithfulness of shop /ask may be below 0.8",
                                 "description": "The lower end of the 95% interval of true faithfulness "
                                 "fell to 0.780; label more interactions (label_sample_rate) to narrow it, or "
@@ -57,9 +59,10 @@ TESTS = {
                     "alertname": "RagpulseFaithfulnessBelowObjective",
                     "exp_alerts": [
                         {
-                            "exp_labels": {"severity": "page", "service": "shop", "route": "/ask",
+                            "exp_labels": {"severity": "critical", "service": "shop", "route": "/ask",
                                            "metric": "faithfulness", "bound": "high"},
                             "exp_annotations": {
+                                "runbook_url": RUNBOOK,
                                 "summary": "Faithfulness of shop /ask is below 0.8",
                                 "description": "Even the upper end of the 95% interval of true faithfulness "
                                 "is 0.780 (judge scores corrected by human labels). See docs/trust.md.",
