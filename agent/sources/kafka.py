@@ -293,6 +293,7 @@ class KafkaSource:
 
     def _on_assigned(self, assigned: set[TopicPartition]) -> None:
         with self._lock:
+            self._offsets.settle(assigned)
             self._owned |= assigned
             owned = len(self._owned)
         self._telemetry.assigned_partitions.labels(self._config.topic).set(owned)
@@ -327,8 +328,14 @@ class KafkaSource:
             owned = len(self._owned)
             if not self._owned:
                 self._unowned_since = time.monotonic()
-            # Forget now, so no later commit on the poll loop covers partitions we gave up.
-            self._offsets.forget(revoked)
+            # Out of the tracker now, so no later commit on the poll loop covers partitions we
+            # gave up. On a revoke kafka-python keeps the fetch position of a partition that the
+            # same rebalance assigns back (it is not read again from the committed offset), so
+            # its entries are held for `_on_assigned`; lost partitions restart from the commit.
+            if commit:
+                self._offsets.hold(revoked)
+            else:
+                self._offsets.forget(revoked)
         self._revoked.append(revoked)
         self._telemetry.assigned_partitions.labels(self._config.topic).set(owned)
         log.info("revoked partitions %s", sorted(tp.partition for tp in revoked))

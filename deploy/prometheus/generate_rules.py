@@ -71,6 +71,10 @@ class RuleParams:
     oldest_unfinished_for: str = "5m"
     down_for: str = "2m"
     absent_for: str = "5m"
+    # Trust (docs/trust.md): the objective the label-corrected faithfulness estimate is held to.
+    trust_objective: float = 0.8
+    trust_may_be_below_for: str = "30m"
+    trust_below_for: str = "15m"
     # Tests only: replaces every `for:` so a real Prometheus fires the same rules in seconds.
     for_override: str | None = None
 
@@ -324,13 +328,35 @@ def _alert(p: RuleParams, spec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def extra_groups(p: RuleParams) -> list[dict[str, Any]]:
-    """Rule groups that other parts of ragpulse add.
-
-    Trust (prediction-powered estimates): the alert on the lower bound of
-    `ragpulse_quality_estimate{service,route,metric,bound}` goes here, as its own group.
-    """
-    return []
+def trust_rules(p: RuleParams) -> list[dict[str, Any]]:
+    """Alerts on the prediction-powered estimates `ragpulse_quality_estimate{service,route,metric,
+    bound}` (docs/trust.md): exported only for windows with enough human labels, so quiet unless
+    labels flow in. Alerting on an interval bound fires on the true quality with confidence,
+    however biased the judge is."""
+    objective = p.trust_objective
+    estimate = 'ragpulse_quality_estimate{metric="faithfulness", bound="%s"}'
+    alerts = [
+        {
+            "alert": "RagpulseFaithfulnessBelowObjective",
+            "expr": f"{estimate % 'high'} < {objective}",
+            "for": p.trust_below_for,
+            "severity": "critical",
+            "summary": f"Faithfulness of {{{{ $labels.service }}}} {{{{ $labels.route }}}} is below {objective}",
+            "description": "Even the upper end of the 95% interval of true faithfulness is "
+            '{{ $value | printf "%.3f" }} (judge scores corrected by human labels). See docs/trust.md.',
+        },
+        {
+            "alert": "RagpulseFaithfulnessMayBeBelowObjective",
+            "expr": f"{estimate % 'low'} < {objective}",
+            "for": p.trust_may_be_below_for,
+            "severity": "warning",
+            "summary": f"Faithfulness of {{{{ $labels.service }}}} {{{{ $labels.route }}}} may be below {objective}",
+            "description": "The lower end of the 95% interval of true faithfulness fell to "
+            '{{ $value | printf "%.3f" }}; label more interactions (label_sample_rate) to narrow it, '
+            "or investigate. See docs/trust.md.",
+        },
+    ]
+    return [_alert(p, spec) for spec in alerts]
 
 
 def rule_groups(p: RuleParams | None = None) -> list[dict[str, Any]]:
@@ -339,7 +365,7 @@ def rule_groups(p: RuleParams | None = None) -> list[dict[str, Any]]:
     # recording rules of this evaluation (across groups it could read the previous one).
     return [
         {"name": "ragpulse", "rules": [*recording_rules(), *alert_rules(p)]},
-        *extra_groups(p),
+        {"name": "ragpulse-trust", "rules": trust_rules(p)},
     ]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import signal
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -259,13 +260,21 @@ def test_a_judge_outage_pauses_intake_and_defers_instead_of_recording_errors() -
                 lambda s: (
                     s.value("ragpulse_intake_paused", reason="judge_unavailable") == 1
                     and s.total("ragpulse_evaluations_deferred_total") >= 1
-                )
+                ),
+                timeout=60,
             )
             assert scrape.value("ragpulse_intake_paused", reason="judge_unavailable") == 1
             # A judge failure is never a score, and a retryable one is not an error either.
             assert scrape.value("ragpulse_evaluations_total", outcome="error", **labels) is None
             assert scrape.value("ragpulse_score_count", **labels) in (None, 0.0)
-            status, body = http_get(f"http://127.0.0.1:{agent.metrics_port}/readyz")
+            # The breaker lets a probe through every second (cooldown 1 s); while it is open the
+            # agent is not ready. Poll, so a probe in flight at the first look does not decide.
+            deadline = time.monotonic() + 30
+            while True:
+                status, body = http_get(f"http://127.0.0.1:{agent.metrics_port}/readyz")
+                if status == 503 or time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
             assert status == 503 and b"judge: not ready" in body and b"source: ok" in body
             # Senders are told to come back later.
             status, _, headers = http_post(agent.traces_url, b"", {"Content-Type": "application/x-protobuf"})

@@ -66,12 +66,12 @@ def test_a_member_joining_and_leaving_during_a_backlog_loses_and_repeats_nothing
             assert set(counts) == expected
             assert all(n == 1 for n in counts.values()), [k for k, n in counts.items() if n > 1]
             # Committed offsets reach the end, and the remaining member owns every partition.
-            assert sum(wait_committed(broker, group, topic, 60, timeout=30).values()) == 60
+            assert sum(wait_committed(broker, group, topic, 60, timeout=90).values()) == 60
             deadline = time.monotonic() + 30
             while owned(first, topic) != 4 and time.monotonic() < deadline:
                 time.sleep(0.2)
             assert owned(first, topic) == 4
-            lag = first.wait_for(lambda s: s.total("ragpulse_consumer_lag") == 0, timeout=30)
+            lag = first.wait_for(lambda s: s.total("ragpulse_consumer_lag") == 0, timeout=60)
             assert lag.total("ragpulse_consumer_lag") == 0
             assert first.stop() == 0
         finally:

@@ -1,0 +1,105 @@
+"""Which of the lexical judge's claim checks carry over between labelled sets: an ablation.
+
+    python benchmarks/judge_ablation.py ../shared/data
+
+The lexical judge's claim support (agent/judges/local.py) is content-word coverage plus three
+rules: a number the evidence lacks caps the score at 0.25, each capitalised name it lacks halves
+it, and words about the sources ("passage", "based") are no content. Each row switches rules off,
+or replaces the bag of all evidence words by the best window of consecutive evidence sentences
+(a claim whose words are scattered over the evidence is less supported than one found in one
+place). Columns per labelled set (RAGTruth QA, ARES, HaluEval QA, as in judge_agreement.py
+--cross): hallucination F1 at the documented rule (s 0.5, r 1.0), F1 at the rule chosen on the two
+other sets (leave one set out), and the AUROC of the weakest claim's support.
+
+The rows reuse the judge's own tokenisation and claim splitting; only the scoring is rebuilt here,
+so the production judge carries no switches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from agent.judges import local
+from benchmarks.judge_agreement import SETS, SHARE_GRID, SUPPORT_GRID, auroc, f1_of_negatives, faithful, load_cases
+
+Scorer = Callable[[str, str], float]
+
+
+def support(*, numbers: bool = True, names: bool = True, meta: bool = True, window: int = 0) -> Scorer:
+    def score(claim: str, evidence_text: str) -> float:
+        claim_words = local.content_words(local._REFERENCE.sub(" ", claim))
+        if meta:
+            claim_words -= local.META_WORDS
+        if not claim_words:
+            return 1.0
+        evidence = local.Evidence.of(evidence_text)
+        value = local.coverage(claim_words, evidence.words)
+        if window:
+            sentence_words = [local.content_words(s) for s in local.sentences(evidence_text)] or [set()]
+            spans = range(max(len(sentence_words) - window + 1, 1))
+            value = max(local.coverage(claim_words, set().union(*sentence_words[i : i + window])) for i in spans)
+        if numbers and local.numbers(claim) - evidence.numbers:
+            value = min(value, 0.25)
+        if names:
+            value *= 0.5 ** len(local.names(claim) - evidence.words)
+        return value
+
+    return score
+
+
+VARIANTS: dict[str, Scorer] = {
+    "the judge (all rules)": support(),
+    "without the number rule": support(numbers=False),
+    "without the name rule": support(names=False),
+    "without numbers and names": support(numbers=False, names=False),
+    "plain coverage (no rules)": support(numbers=False, names=False, meta=False),
+    "best window of 1 sentence": support(window=1),
+    "best window of 3 sentences": support(window=3),
+}
+
+
+def claim_scores(scorer: Scorer, data: Path) -> dict[str, tuple[list[int], list[list[float]]]]:
+    scored = {}
+    for name, relative in SETS.items():
+        cases = [c for c in load_cases(data / relative)[1] if c.metric == "faithfulness"]
+        scored[name] = (
+            [c.label for c in cases],
+            [[scorer(claim, "\n".join(c.chunks)) for claim in local.claims(c.response)] for c in cases],
+        )
+    return scored
+
+
+def f1(labels: Sequence[int], scores: Sequence[Sequence[float]], rule: tuple[float, float]) -> float:
+    return f1_of_negatives(labels, [faithful(s, *rule) for s in scores]) or 0.0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("data", type=Path, help="the shared data directory (../shared/data)")
+    data = parser.parse_args().data
+    grid = [(s, r) for s in SUPPORT_GRID for r in SHARE_GRID]
+    names = list(SETS)
+    print(f"{'variant':<28}" + "".join(f"{n + ': doc / others / AUROC':>36}" for n in names))
+    for label, scorer in VARIANTS.items():
+        scored = claim_scores(scorer, data)
+        cells = []
+        for target in names:
+            others = [n for n in names if n != target]
+            rule = max(grid, key=lambda g: sum(f1(*scored[n], g) for n in others))
+            labels, scores = scored[target]
+            weakest = [min(s, default=1.0) for s in scores]
+            cells.append(
+                f"{f1(labels, scores, (0.5, 1.0)):.3f} / {f1(labels, scores, rule):.3f} / "
+                f"{auroc(labels, weakest) or 0.0:.3f}"
+            )
+        print(f"{label:<28}" + "".join(f"{c:>36}" for c in cells))
+    print("doc: F1 at the documented rule (0.5, 1.0); others: F1 at the rule chosen on the two other sets")
+
+
+if __name__ == "__main__":
+    main()
