@@ -185,8 +185,15 @@ def app_main(argv: list[str]) -> None:
 # -- the tests -------------------------------------------------------------------------------------
 
 
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a parent package is missing
+        return False
+
+
 def _require_packages() -> None:
-    missing = [package for module, package in PACKAGES.items() if importlib.util.find_spec(module) is None]
+    missing = [package for module, package in PACKAGES.items() if not _installed(module)]
     if missing:
         pytest.skip(f"needs {' '.join(missing)} (pip install -e '.[test]')")
 
