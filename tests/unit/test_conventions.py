@@ -9,7 +9,7 @@ from opentelemetry import trace
 from ragpulse_instrument import record_interaction
 
 from agent.model import Chunk
-from agent.otlp.assemble import NOT_RAG
+from agent.otlp.assemble import INCOMPLETE, NOT_RAG
 from tests.otlp_support import Recorder, assembler, decoded, set_all
 from tests.support import openinference_single_span
 
@@ -134,15 +134,16 @@ def openllmetry_trace(recorder: Recorder, *, vector_db_events: bool) -> None:
             },
         )
         if vector_db_events:
-            # A vector-DB instrumentor's query span: one db.query.result event per hit.
+            # Chroma's instrumentor (0.62.4): one db.query.result event per hit, a distance, no score.
             with tracer.start_as_current_span("chroma.query") as db:
-                db.set_attribute("db.system", "chroma")
+                set_all(db, {"db.system": "chroma", "db.operation": "query", "db.chroma.query.n_results": 3})
                 for i, doc in enumerate(DOCS):
                     db.add_event(
                         "db.query.result",
                         {
                             "db.query.result.id": f"c{i}",
-                            "db.query.result.score": 1.0 - i / 4,
+                            "db.query.result.distance": 0.25 * (i + 1),
+                            "db.query.result.metadata": json.dumps({"source": "tower.txt"}),
                             "db.query.result.document": doc,
                         },
                     )
@@ -186,7 +187,8 @@ def test_openllmetry_multi_span(encoding: str, vector_db_events: bool) -> None:
     assert interaction.query == QUERY
     assert [c.content for c in interaction.chunks] == DOCS
     if vector_db_events:
-        assert [(c.id, c.score) for c in interaction.chunks] == [("c0", 1.0), ("c1", 0.75), ("c2", 0.5)]
+        # A distance is not a score: lower is better.
+        assert [(c.id, c.score) for c in interaction.chunks] == [("c0", None), ("c1", None), ("c2", None)]
     else:
         assert [(c.id, c.score) for c in interaction.chunks] == [(f"v{i}", 0.5) for i in range(3)]
     assert interaction.response == RESPONSE
@@ -195,6 +197,169 @@ def test_openllmetry_multi_span(encoding: str, vector_db_events: bool) -> None:
     llm = next(s for s in recorder.spans() if s.name == "openai.chat")
     assert interaction.span_id == format(llm.context.span_id, "016x")
     assert out.assembled_spans == 3 and not out.skipped
+
+
+# Result events as the vector-DB instrumentors from PyPI write them (recorded from real runs:
+# opentelemetry-instrumentation-pinecone 0.60.0 with pinecone 8.1.2, -milvus 0.60.0 with pymilvus
+# 3.0.2 and milvus-lite; docs/intake.md). Pinecone and Milvus write dicts as `str(dict)`.
+def _pinecone_hit(i: int, metadata: dict[str, object]) -> tuple[str, dict[str, object]]:
+    attributes = {
+        "db.query.result.id": f"p-{i}",
+        "db.query.result.score": 0.9 - i / 10,
+        "db.query.result.metadata": str(metadata),
+        "db.query.result.vector": [],
+    }
+    return "db.query.result", attributes
+
+
+def _milvus_search_hit(i: int, entity: dict[str, object]) -> tuple[str, dict[str, object]]:
+    attributes = {
+        "db.search.query.id": 0,
+        "db.search.result.id": i,
+        "db.search.result.distance": str(0.98 - i / 10),
+        "db.search.result.entity": str(entity),
+    }
+    return "db.search.result", attributes
+
+
+VECTOR_DB_HITS = {
+    # LangChain's PineconeVectorStore keeps the text under `text` in the metadata.
+    "pinecone": (
+        "pinecone.query",
+        [_pinecone_hit(i, {"text": d, "source": "t.txt"}) for i, d in enumerate(DOCS)],
+    ),
+    # LlamaIndex's PineconeVectorStore keeps the serialised node (its text inside) in `_node_content`.
+    "pinecone-llamaindex": (
+        "pinecone.query",
+        [
+            _pinecone_hit(
+                i, {"_node_content": json.dumps({"id_": f"n{i}", "text": d}), "_node_type": "TextNode"}
+            )
+            for i, d in enumerate(DOCS)
+        ],
+    ),
+    "milvus-search": ("milvus.search", [_milvus_search_hit(i, {"text": d}) for i, d in enumerate(DOCS)]),
+    # Milvus `query` (a filter, no ranking) writes each row's fields as the event's attributes.
+    "milvus-query": ("milvus.query", [("db.query.result", {"id": i, "text": d}) for i, d in enumerate(DOCS)]),
+}
+
+
+def vector_db_trace(recorder: Recorder, span_name: str, hits: list[tuple[str, dict[str, object]]]) -> None:
+    """A request span, a vector-DB query span with its hits, then the model call as
+    opentelemetry-instrumentation-openai 0.62.4 writes it (GenAI message attributes)."""
+    tracer = recorder.tracer
+    with tracer.start_as_current_span("POST /ask") as request:
+        request.set_attribute("http.route", "/ask")
+        with tracer.start_as_current_span(span_name) as db:
+            db.set_attribute("db.system", span_name.split(".")[0])
+            for name, attributes in hits:
+                db.add_event(name, attributes)  # type: ignore[arg-type]
+        with tracer.start_as_current_span("openai.chat") as llm:
+            messages = [
+                {"role": "system", "parts": [{"type": "text", "content": "Answer from: " + " ".join(DOCS)}]},
+                {"role": "user", "parts": [{"type": "text", "content": QUERY}]},
+            ]
+            answer = [{"role": "assistant", "parts": [{"type": "text", "content": RESPONSE}]}]
+            set_all(
+                llm,
+                {
+                    "gen_ai.operation.name": "chat",
+                    "gen_ai.input.messages": json.dumps(messages),
+                    "gen_ai.output.messages": json.dumps(answer),
+                },
+            )
+
+
+@pytest.mark.parametrize("database", sorted(VECTOR_DB_HITS))
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_vector_db_hits_as_each_instrumentor_writes_them(encoding: str, database: str) -> None:
+    recorder = Recorder()
+    span_name, hits = VECTOR_DB_HITS[database]
+    vector_db_trace(recorder, span_name, hits)
+    out = assembler().add(decoded(recorder.spans(), encoding))
+    (interaction,) = out.interactions
+    assert (interaction.query, interaction.response) == (QUERY, RESPONSE)
+    assert [c.content for c in interaction.chunks] == DOCS  # in the database's rank order
+    if database.startswith("pinecone"):
+        assert [c.id for c in interaction.chunks] == ["p-0", "p-1", "p-2"]
+        assert [c.score for c in interaction.chunks] == pytest.approx([0.9, 0.8, 0.7])
+    else:
+        assert [c.id for c in interaction.chunks] == ["0", "1", "2"]
+        assert [c.score for c in interaction.chunks] == [None, None, None]  # Milvus: a distance
+    assert out.assembled_spans == 2 and out.skipped == {NOT_RAG: 1}
+
+
+WITHOUT_TEXT = {
+    # The app keeps only a reference in the index; its text lives elsewhere.
+    "pinecone-no-text": [_pinecone_hit(i, {"source": "t.txt", "chunk_id": i}) for i in range(3)],
+    "pinecone-no-metadata": [
+        (
+            "db.query.result",
+            {
+                "db.query.result.id": f"p-{i}",
+                "db.query.result.score": 0.5,
+                "db.query.result.metadata": "None",
+            },
+        )
+        for i in range(3)
+    ],
+    # Chroma queried with include=["distances"]: ids and distances only.
+    "chroma-no-documents": [
+        ("db.query.result", {"db.query.result.id": f"c{i}", "db.query.result.distance": 0.1})
+        for i in range(3)
+    ],
+    # Chroma stores records added without a document: that hit has no document attribute.
+    "chroma-one-document-missing": [
+        *(
+            ("db.query.result", {"db.query.result.id": f"c{i}", "db.query.result.document": d})
+            for i, d in enumerate(DOCS[:2])
+        ),
+        ("db.query.result", {"db.query.result.id": "c2", "db.query.result.distance": 0.3}),
+    ],
+    # One hit of three without text: the model saw three passages, the spans show two.
+    "one-hit-without-text": [
+        *(_pinecone_hit(i, {"text": d}) for i, d in enumerate(DOCS[:2])),
+        _pinecone_hit(2, {"source": "t.txt"}),
+    ],
+    "milvus-search-ids-only": [_milvus_search_hit(i, {}) for i in range(3)],
+}
+
+
+@pytest.mark.parametrize("case", sorted(WITHOUT_TEXT))
+def test_vector_db_hits_without_text_leave_the_chunks_unknown(case: str) -> None:
+    """No text (or part of it) is unknown context: the model call forms no interaction, and is
+    skipped `incomplete` when its trace ends; nothing is judged against a guessed context."""
+    recorder = Recorder()
+    vector_db_trace(recorder, "pinecone.query", WITHOUT_TEXT[case])
+    spans = decoded(recorder.spans())
+    unit = assembler()
+    out = unit.add(spans)
+    assert out.interactions == [] and out.buffered_spans == 1  # the model call, waiting for context
+    end = unit.flush()
+    assert end.interactions == []
+    assert out.skipped + end.skipped == {NOT_RAG: 2, INCOMPLETE: 1}
+
+
+HOSTILE_METADATA = [
+    "{'text': __import__('os').getcwd()}",  # code, not a literal: never evaluated
+    "{'text': 'a' * 3}",
+    "{" * 10_000,
+    "{'text': 'unclosed",
+    "{'text': 1" + "0" * 5000 + "}",
+    "{'text': ['not', 'a', 'string']}",
+    "{1: 2, 3: 4}",
+    "{'text': b'bytes'}",
+]
+
+
+@pytest.mark.parametrize("metadata", HOSTILE_METADATA, ids=range(len(HOSTILE_METADATA)))
+def test_vector_db_metadata_that_is_not_a_dict_literal_with_text_gives_no_chunk(metadata: str) -> None:
+    recorder = Recorder()
+    hits = [("db.query.result", {"db.query.result.id": "p-0", "db.query.result.metadata": metadata})]
+    vector_db_trace(recorder, "pinecone.query", hits)
+    unit = assembler()
+    out = unit.add(decoded(recorder.spans()))
+    assert out.interactions == [] and unit.flush().interactions == []
 
 
 def _node(text: str, node_id: str, score: float) -> str:

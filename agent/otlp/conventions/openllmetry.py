@@ -16,8 +16,18 @@
   output holds each leaf component's output: `answer_builder.answers[0]` carries the answer
   (`data`) and the documents it was built from (`documents: [{id, content, score}]`); its
   `haystack.openai.chat` LLM span records no usable content (the literal "replies").
-- Vector-DB instrumentors (Chroma, Pinecone, ...) add one `db.query.result` event per hit with
-  `db.query.result.{id,score,document}` (Qdrant's records none: only `db.vector.query.top_k`).
+- Vector-DB instrumentors add one event per hit to their query span, in rank order (checked with
+  the real instrumentors, docs/intake.md):
+  Chroma `db.query.result` with `db.query.result.{id, distance, metadata (JSON), document}`;
+  Pinecone `db.query.result` with `db.query.result.{id, score, metadata, vector}` and no document:
+  the text is wherever the app put it in the metadata, which arrives as `str(dict)` (a Python repr);
+  Milvus `search` `db.search.result` with `db.search.result.{id, distance, entity}` (the output
+  fields, `str(dict)` too), Milvus `query` a `db.query.result` event whose attributes are the row.
+  A hit's text is the document, else a text field of the metadata / entity / row (`text`,
+  `content`, `page_content`, ...; LlamaIndex's `_node_content`); when a hit has none, the span's
+  chunks are unknown (never a subset of what the model saw).
+  Distances are not scores (lower is better, and Milvus' depends on the metric). Qdrant's,
+  LanceDB's and Weaviate's instrumentors record no hits.
 - LLM spans written before the GenAI message attributes list `gen_ai.prompt.<N>.{role,content}`
   and `gen_ai.completion.<N>.{role,content}`; newer ones use the GenAI conventions (genai.py).
 App-level association properties `traceloop.association.properties.{session_id,user_id}` name
@@ -26,6 +36,7 @@ the conversation.
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Mapping
 from typing import Any
 
@@ -35,7 +46,13 @@ from agent.otlp.conventions import Role, SpanParts, chunk, identity, parse_json,
 SPAN_KIND = "traceloop.span.kind"
 _ENTITY_INPUT = "traceloop.entity.input"
 _ENTITY_OUTPUT = "traceloop.entity.output"
-_RESULT_EVENT = "db.query.result"
+_RESULT_EVENT = "db.query.result"  # Chroma, Pinecone; Milvus `query` (the row as attributes)
+_SEARCH_EVENT = "db.search.result"  # Milvus `search`
+_HIT_EVENTS = (_RESULT_EVENT, _SEARCH_EVENT)
+# Where apps and frameworks keep a chunk's text in a vector store's metadata or fields: LangChain's
+# vector stores `text` (Pinecone, Milvus), LlamaIndex's `text` or its serialised `_node_content`.
+_TEXT_FIELDS = ("document", "text", "content", "page_content", "chunk")
+_NODE_CONTENT = "_node_content"
 _RETRIEVE = "vector_db_retrieve"
 _ASSOCIATION = "traceloop.association.properties."
 _QUERY_KEYS = ("question", "query", "input", "user_input", "inputs", "str_or_query_bundle", "query_str")
@@ -165,15 +182,53 @@ def _documents(value: Any) -> tuple[Chunk, ...] | None:
     return tuple(chunks) if chunks else None
 
 
+def _record(value: Any) -> Mapping[str, Any] | None:
+    """A dict an instrumentor wrote as a string: JSON (Chroma) or `str(dict)`, a Python repr
+    (Pinecone's metadata, Milvus' entity), read as a literal: never evaluated as code."""
+    if not isinstance(value, str) or not value.startswith("{"):
+        return None
+    found = parse_json(value)
+    if found is None:
+        try:
+            found = ast.literal_eval(value)
+        except Exception:  # SyntaxError, ValueError, RecursionError, MemoryError: not a record
+            return None
+    return found if isinstance(found, Mapping) else None
+
+
+def _record_text(record: Mapping[str, Any] | None) -> str | None:
+    if record is None:
+        return None
+    found = string_in(record, _TEXT_FIELDS)
+    if found is None:
+        node = parse_json(record.get(_NODE_CONTENT))
+        found = string_in(node, ("text",)) if isinstance(node, Mapping) else None
+    return found
+
+
+def _hit(name: str, hit: Mapping[str, AttributeValue]) -> Chunk | None:
+    """One vector-DB result event as a chunk; None when it carries no text."""
+    if name == _SEARCH_EVENT:
+        return chunk(
+            _record_text(_record(hit.get("db.search.result.entity"))), hit.get("db.search.result.id")
+        )
+    if "db.query.result.id" in hit or "db.query.result.document" in hit:
+        content = hit.get("db.query.result.document")
+        if not isinstance(content, str):
+            content = _record_text(_record(hit.get("db.query.result.metadata")))
+        return chunk(content, hit.get("db.query.result.id"), hit.get("db.query.result.score"))
+    return chunk(_record_text(hit), hit.get("id"))  # Milvus `query`: the row's own fields
+
+
 def _result_events(span: Span) -> tuple[Chunk, ...] | None:
+    """The hits in event order (the database's rank order), or None when any hit has no text:
+    the context would be a subset of what the model saw, so it is unknown, never guessed."""
     chunks = []
     for event in span.events:
-        if event.name != _RESULT_EVENT:
-            continue
-        hit = event.attributes
-        content = hit.get("db.query.result.document")
-        found = chunk(content, hit.get("db.query.result.id"), hit.get("db.query.result.score"))
-        if found is not None:
+        if event.name in _HIT_EVENTS:
+            found = _hit(event.name, event.attributes)
+            if found is None:
+                return None
             chunks.append(found)
     return tuple(chunks) if chunks else None
 
@@ -251,7 +306,7 @@ class OpenLLMetry:
                 session_id=session_id,
                 user_id=user_id,
             )
-        if span.events and any(event.name == _RESULT_EVENT for event in span.events):
+        if span.events and any(event.name in _HIT_EVENTS for event in span.events):
             db_query = attributes.get("db.query.text") or attributes.get("db.statement")
             return SpanParts(
                 Role.RETRIEVER,
