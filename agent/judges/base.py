@@ -172,6 +172,34 @@ class InteractionJudge(Protocol):
         ...
 
 
+class JudgeWrapper:
+    """Base of the judges that wrap another one (verdict cache, redaction, instruments, bounds,
+    one evaluation's view).
+
+    The wrapped judge's identity, prompt versions and health pass through unchanged, so that a
+    wrapper states only what it changes: the questions it answers differently.
+    """
+
+    def __init__(self, inner: Judge) -> None:
+        self._inner = inner
+
+    @property
+    def inner(self) -> Judge:
+        return self._inner
+
+    @property
+    def model(self) -> str:
+        return self._inner.model
+
+    def prompt_version(self, kind: str) -> str:
+        return self._inner.prompt_version(kind)
+
+    def healthy(self) -> bool:
+        """False while the wrapped judge refuses calls; a judge that cannot tell is healthy."""
+        healthy = getattr(self._inner, "healthy", None)
+        return healthy() if callable(healthy) else True
+
+
 class HealthReporter(Protocol):
     def healthy(self) -> bool:
         """False while the judge refuses calls (an open circuit breaker)."""

@@ -34,6 +34,7 @@ from agent.judges.base import (
     ClaimVerdict,
     Judge,
     JudgeError,
+    JudgeWrapper,
 )
 from agent.model import Verdict
 
@@ -157,29 +158,14 @@ class CacheStats(Protocol):
     def misses(self, n: int) -> None: ...
 
 
-class CachedJudge:
+class CachedJudge(JudgeWrapper):
     """A Judge that asks its inner judge only about what the cache does not know."""
 
     def __init__(self, inner: Judge, cache: VerdictCache, stats: CacheStats) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._cache = cache
         self._stats = stats
         self._in_flight: dict[str, asyncio.Future[object]] = {}
-
-    @property
-    def model(self) -> str:
-        return self._inner.model
-
-    @property
-    def inner(self) -> Judge:
-        return self._inner
-
-    def prompt_version(self, kind: str) -> str:
-        return self._inner.prompt_version(kind)
-
-    def healthy(self) -> bool:
-        healthy = getattr(self._inner, "healthy", None)
-        return healthy() if callable(healthy) else True
 
     def _key(self, kind: str, *inputs: str) -> str:
         return verdict_key(self.model, self.prompt_version(kind), kind, *inputs)
