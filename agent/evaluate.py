@@ -23,6 +23,7 @@ from agent.judges.base import (
     ClaimVerdict,
     Judge,
     JudgeError,
+    JudgeWrapper,
 )
 from agent.metrics.base import Metric
 from agent.model import MetricResult, RagInteraction, Verdict
@@ -39,12 +40,12 @@ class Evaluation:
     retryable: JudgeError | None = None
 
 
-class _InteractionJudge:
+class _InteractionJudge(JudgeWrapper):
     """The judge as one evaluation sees it: answers prefetched questions from the combined answer
     and remembers a retryable failure. One per evaluation, so nothing is shared between them."""
 
     def __init__(self, judge: Judge) -> None:
-        self._judge = judge
+        super().__init__(judge)
         self.retryable: JudgeError | None = None
         self._prefetched: tuple[tuple[str, str, tuple[str, ...]], Any] | None = None
 
@@ -63,13 +64,6 @@ class _InteractionJudge:
         key, value = self._prefetched
         return value if key == (query, answer, tuple(chunks)) else None
 
-    @property
-    def model(self) -> str:
-        return self._judge.model
-
-    def prompt_version(self, kind: str) -> str:
-        return self._judge.prompt_version(kind)
-
     async def _call(self, call: Awaitable[T]) -> T:
         try:
             return await call
@@ -84,19 +78,19 @@ class _InteractionJudge:
         known = self._known(query, answer, chunks)
         if known is not None:
             return list(known[0])
-        return await self._call(self._judge.assess_chunks(query, answer, chunks))
+        return await self._call(self._inner.assess_chunks(query, answer, chunks))
 
     async def check_response(self, query: str, response: str, chunks: Sequence[str]) -> list[ClaimVerdict]:
         known = self._known(query, response, chunks)
         if known is not None:
             return list(known[1])
-        return await self._call(self._judge.check_response(query, response, chunks))
+        return await self._call(self._inner.check_response(query, response, chunks))
 
     async def check_reference(self, reference: str, chunks: Sequence[str]) -> list[Verdict]:
-        return await self._call(self._judge.check_reference(reference, chunks))
+        return await self._call(self._inner.check_reference(reference, chunks))
 
     async def compare_answers(self, query: str, response: str, reference: str) -> AnswerComparison:
-        return await self._call(self._judge.compare_answers(query, response, reference))
+        return await self._call(self._inner.compare_answers(query, response, reference))
 
 
 class Evaluator:

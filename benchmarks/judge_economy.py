@@ -10,6 +10,7 @@ cold again with a judge that miscounts (leaves out one pinned item in --miscount
 answers, the repairs included), as real models do at larger k.
 
     python benchmarks/judge_economy.py [--latency 0.3] [--interactions 100] [--concurrency 8] [--miscount 0.3]
+    python benchmarks/judge_economy.py --cold-only --repeat 3    # the cold rows only, three runs each
 """
 
 from __future__ import annotations
@@ -134,6 +135,8 @@ def measure(server: FakeLLMServer, k: int, args: argparse.Namespace, miscounting
     ]
     if miscounting:
         scenarios = [(f"cold, judge miscounts {args.miscount:.0%}", 0.0, False)]
+    elif args.cold_only:
+        scenarios = scenarios[:1]
 
     async def all_scenarios() -> None:
         judge = telemetry = None
@@ -177,13 +180,22 @@ def main() -> None:
     parser.add_argument("--interactions", type=int, default=100)
     parser.add_argument("--concurrency", type=int, default=8, help="interactions evaluated at once")
     parser.add_argument("--miscount", type=float, default=0.3, help="share of answers missing one item")
+    parser.add_argument("--cold-only", action="store_true", help="only the cold-cache rows")
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="runs of each row (which answers miscount shifts with concurrency between runs)",
+    )
     args = parser.parse_args()
     rows = []
     for k in (5, 10, 20):
-        with FakeLLMServer(latency=args.latency) as server:
-            rows += measure(server, k, args)
-        with FakeLLMServer(latency=args.latency, miscount=args.miscount) as server:
-            rows += measure(server, k, args, miscounting=True)
+        for _ in range(args.repeat):
+            with FakeLLMServer(latency=args.latency) as server:
+                rows += measure(server, k, args)
+        for _ in range(args.repeat):
+            with FakeLLMServer(latency=args.latency, miscount=args.miscount) as server:
+                rows += measure(server, k, args, miscounting=True)
     print(
         f"{args.interactions} interactions, 4 metrics (context_precision, context_relevancy, "
         f"faithfulness, answer_relevancy), judge latency {args.latency * 1000:.0f} ms, "

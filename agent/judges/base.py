@@ -13,13 +13,15 @@ fused so that the four reference-free metrics cost two calls per interaction:
 - `compare_answers`: the response's claims checked against the reference and the reference's
   claims checked against the response (answer correctness).
 
-A judge that cannot answer raises JudgeError; it never makes up a verdict.
+A judge that cannot answer raises JudgeError; it never makes up a verdict. When part of its
+answer was valid (4 of 5 chunks), the error carries that part (`PartialAnswer`) so that a cache
+can keep it and the next question asks only for the rest; the question itself still failed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from agent.model import Verdict
@@ -53,6 +55,7 @@ class JudgeError(RuntimeError):
         reason: str | None = None,
         retry_after: float | None = None,
         refused: bool = False,
+        partial: PartialAnswer | None = None,
     ) -> None:
         super().__init__(message)
         self.retryable = retryable
@@ -61,6 +64,8 @@ class JudgeError(RuntimeError):
         # True when no call reached the judge (open breaker, a Retry-After still running): such
         # failures cost nothing and are not counted as budget spend.
         self.refused = refused
+        # The valid verdicts of a failed answer (never a score: the question failed all the same).
+        self.partial = partial
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +100,31 @@ class AnswerComparison:
 
     response_claims: tuple[Verdict, ...]
     reference_claims: tuple[Verdict, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PartialAnswer:
+    """The valid part of an answer that failed as a whole (a chunk without a verdict, twice).
+
+    `chunks`: assessments by position in the chunks the question was about; `claims`: the
+    response's claims, only when every one of them was checked (a shortened claims list would
+    raise a score). A cache stores these so that the next question asks only for the rest.
+    """
+
+    chunks: Mapping[int, ChunkAssessment] = field(default_factory=dict)
+    claims: tuple[ClaimVerdict, ...] | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.chunks) or self.claims is not None
+
+    def merge(self, *others: PartialAnswer | None) -> PartialAnswer:
+        chunks = dict(self.chunks)
+        claims = self.claims
+        for other in others:
+            if other is not None:
+                chunks |= other.chunks
+                claims = claims if claims is not None else other.claims
+        return PartialAnswer(chunks, claims)
 
 
 class Judge(Protocol):
@@ -140,6 +170,34 @@ class InteractionJudge(Protocol):
         """What assess_chunks(query, response, chunks) and check_response(query, response, chunks)
         would answer, from one call."""
         ...
+
+
+class JudgeWrapper:
+    """Base of the judges that wrap another one (verdict cache, redaction, instruments, bounds,
+    one evaluation's view).
+
+    The wrapped judge's identity, prompt versions and health pass through unchanged, so that a
+    wrapper states only what it changes: the questions it answers differently.
+    """
+
+    def __init__(self, inner: Judge) -> None:
+        self._inner = inner
+
+    @property
+    def inner(self) -> Judge:
+        return self._inner
+
+    @property
+    def model(self) -> str:
+        return self._inner.model
+
+    def prompt_version(self, kind: str) -> str:
+        return self._inner.prompt_version(kind)
+
+    def healthy(self) -> bool:
+        """False while the wrapped judge refuses calls; a judge that cannot tell is healthy."""
+        healthy = getattr(self._inner, "healthy", None)
+        return healthy() if callable(healthy) else True
 
 
 class HealthReporter(Protocol):

@@ -6,6 +6,11 @@ comes back with one new chunk costs one chunk's verdicts, not a whole call; clai
 cached per (response, chunks). The cache holds hashes and encoded verdicts only, never the text
 that was judged.
 
+Valid verdicts of an answer that failed as a whole (`JudgeError.partial`: 4 chunks of 5 after a
+failed repair) are stored too, so the next question about the same chunks (the metrics' own
+fallback, a later interaction) asks only for the one still missing. The failure itself is still
+raised: it becomes an `error` outcome, never a score.
+
 `CachedJudge` also merges identical questions asked concurrently (single flight): context
 precision and context relevancy ask the same `assess_chunks` question, and share one answer.
 """
@@ -29,6 +34,7 @@ from agent.judges.base import (
     ClaimVerdict,
     Judge,
     JudgeError,
+    JudgeWrapper,
 )
 from agent.model import Verdict
 
@@ -152,29 +158,14 @@ class CacheStats(Protocol):
     def misses(self, n: int) -> None: ...
 
 
-class CachedJudge:
+class CachedJudge(JudgeWrapper):
     """A Judge that asks its inner judge only about what the cache does not know."""
 
     def __init__(self, inner: Judge, cache: VerdictCache, stats: CacheStats) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._cache = cache
         self._stats = stats
         self._in_flight: dict[str, asyncio.Future[object]] = {}
-
-    @property
-    def model(self) -> str:
-        return self._inner.model
-
-    @property
-    def inner(self) -> Judge:
-        return self._inner
-
-    def prompt_version(self, kind: str) -> str:
-        return self._inner.prompt_version(kind)
-
-    def healthy(self) -> bool:
-        healthy = getattr(self._inner, "healthy", None)
-        return healthy() if callable(healthy) else True
 
     def _key(self, kind: str, *inputs: str) -> str:
         return verdict_key(self.model, self.prompt_version(kind), kind, *inputs)
@@ -236,12 +227,15 @@ class CachedJudge:
         self._count(len(chunks), len(missing))
         fresh: dict[int, ChunkAssessment] = {}
         if missing:
-            answered = await self._inner.assess_chunks(query, answer, [chunks[i] for i in missing])
+            try:
+                answered = await self._inner.assess_chunks(query, answer, [chunks[i] for i in missing])
+            except JudgeError as exc:
+                if exc.partial is not None:
+                    kept = {missing[j]: a for j, a in exc.partial.chunks.items()}
+                    await self._cache.set_many(self._chunk_entries(kept, relevance_keys, useful_keys))
+                raise
             fresh = dict(zip(missing, answered, strict=True))
-            to_store = {relevance_keys[i]: encode_relevance(a) for i, a in fresh.items()}
-            if answer is not None:
-                to_store |= {useful_keys[i]: encode_verdict(a.useful) for i, a in fresh.items() if a.useful}
-            await self._cache.set_many(to_store)
+            await self._cache.set_many(self._chunk_entries(fresh, relevance_keys, useful_keys))
         assessed = []
         for i in range(len(chunks)):
             if i in fresh:
@@ -252,6 +246,29 @@ class CachedJudge:
             assessed.append(ChunkAssessment(usefulness, verdict, statements, relevant))
         return assessed
 
+    @staticmethod
+    def _chunk_entries(
+        assessed: Mapping[int, ChunkAssessment], relevance_keys: Sequence[str], useful_keys: Sequence[str]
+    ) -> dict[str, str]:
+        """Cache entries for assessments by chunk position (usefulness only where it was asked)."""
+        entries = {relevance_keys[i]: encode_relevance(a) for i, a in assessed.items()}
+        if useful_keys:
+            entries |= {useful_keys[i]: encode_verdict(a.useful) for i, a in assessed.items() if a.useful}
+        return entries
+
+    async def _store_interaction(
+        self,
+        assessed: Mapping[int, ChunkAssessment],
+        claims: Sequence[ClaimVerdict] | None,
+        keys: tuple[list[str], list[str], str],
+    ) -> None:
+        """Store what is known of one interaction: a whole answer, or the valid part of a failed one."""
+        relevance_keys, useful_keys, claims_key = keys
+        entries = self._chunk_entries(assessed, relevance_keys, useful_keys)
+        if claims is not None:
+            entries[claims_key] = encode_claims(claims)
+        await self._cache.set_many(entries)
+
     async def prefetch(
         self, query: str, response: str, chunks: Sequence[str]
     ) -> tuple[list[ChunkAssessment], list[ClaimVerdict]] | None:
@@ -261,13 +278,15 @@ class CachedJudge:
         already knows part of it and the metrics should ask for what is missing.
 
         A retryable judge failure is raised (the caller defers the interaction); a permanent one
-        returns None, leaving the metrics' own questions to report it.
+        returns None, leaving the metrics' own questions to report it. Either way the failed
+        answer's valid verdicts are stored first, so those questions ask only for the rest.
         """
         if not chunks or not getattr(self._inner, "answers_together", False):
             return None
         relevance_keys = [self._key(ASSESS_CHUNKS, "relevance", query, c) for c in chunks]
         useful_keys = [self._key(ASSESS_CHUNKS, "useful", query, response, c) for c in chunks]
         claims_key = self._key(CHECK_RESPONSE, query, response, *chunks)
+        keys = (relevance_keys, useful_keys, claims_key)
         flight = self._key(ASSESS_INTERACTION, "flight", query, response, *chunks)
 
         async def fill() -> tuple[list[ChunkAssessment], list[ClaimVerdict]] | None:
@@ -277,14 +296,13 @@ class CachedJudge:
             try:
                 assessed, claims = await self._inner.assess_interaction(query, response, chunks)  # type: ignore[attr-defined]
             except JudgeError as exc:
+                if exc.partial:
+                    await self._store_interaction(exc.partial.chunks, exc.partial.claims, keys)
                 if exc.retryable:
                     raise
                 return None
             self._count(len(chunks) + 1, len(chunks) + 1)
-            to_store = {relevance_keys[i]: encode_relevance(a) for i, a in enumerate(assessed)}
-            to_store |= {useful_keys[i]: encode_verdict(a.useful) for i, a in enumerate(assessed) if a.useful}
-            to_store[claims_key] = encode_claims(claims)
-            await self._cache.set_many(to_store)
+            await self._store_interaction(dict(enumerate(assessed)), claims, keys)
             return assessed, claims
 
         return await self._single_flight(flight, fill)

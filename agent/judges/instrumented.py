@@ -13,6 +13,7 @@ from agent.judges.base import (
     InteractionJudge,
     Judge,
     JudgeError,
+    JudgeWrapper,
 )
 from agent.model import Verdict
 from agent.telemetry import Telemetry
@@ -20,22 +21,11 @@ from agent.telemetry import Telemetry
 T = TypeVar("T")
 
 
-class InstrumentedJudge:
+class InstrumentedJudge(JudgeWrapper):
     def __init__(self, inner: Judge, telemetry: Telemetry) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._requests = telemetry.judge_requests
         self._latency = telemetry.judge_latency.labels(inner.model)
-
-    @property
-    def model(self) -> str:
-        return self._inner.model
-
-    def prompt_version(self, kind: str) -> str:
-        return self._inner.prompt_version(kind)
-
-    def healthy(self) -> bool:
-        healthy = getattr(self._inner, "healthy", None)
-        return healthy() if callable(healthy) else True
 
     @property
     def answers_together(self) -> bool:

@@ -7,7 +7,9 @@ a cap on the total time spent retrying, strict validation of the answer with one
 and a circuit breaker that stops calling a judge that keeps failing.
 
 Requests, schemas, validation and repair live in agent/judges/questions.py: each request's schema
-pins one verdict per chunk (and per claim to check); a repair asks only for what was missing.
+pins one verdict per chunk (and per claim to check); a repair asks only for what was missing,
+and when the repair fails too the error still carries the valid verdicts (`JudgeError.partial`)
+for the verdict cache to keep.
 Untrusted text (query, chunks, response, reference, and anything a repair quotes) is fenced with
 a random per-request id that the text does not contain, and the instructions say fenced text is data.
 
@@ -422,9 +424,7 @@ class LLMJudge:
             again = request.again(str(first))
             return again.parse(await self._send(again))
         contents = await asyncio.gather(*(self._send(r) for r in first.repair.requests))
-        return first.repair.complete(
-            [r.parse(content) for r, content in zip(first.repair.requests, contents, strict=True)]
-        )
+        return first.repair.finish(contents)
 
     async def _ask(self, request: Request) -> Any:
         """One question: a call, and one repair round if the answer is invalid."""
@@ -442,6 +442,10 @@ class LLMJudge:
                     result = await self._repair(request, first)
                 except InvalidAnswer as second:
                     invalid = second
+                except JudgeError as exc:
+                    # The repair call failed (a timeout...): the first answer's valid part stands.
+                    exc.partial = exc.partial or first.partial or None
+                    raise
         except JudgeError as exc:
             self._give_up(exc)
             raise
@@ -452,7 +456,11 @@ class LLMJudge:
                 self._breaker.release_probe()
         if invalid is not None:
             raise self._give_up(
-                JudgeError(f"invalid {kind} answer after one repair: {invalid}", reason="invalid_answer")
+                JudgeError(
+                    f"invalid {kind} answer after one repair: {invalid}",
+                    reason="invalid_answer",
+                    partial=invalid.partial or None,
+                )
             )
         return result
 

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from agent.judges.base import AnswerComparison, ChunkAssessment, ClaimVerdict, Judge
+from agent.judges.base import AnswerComparison, ChunkAssessment, ClaimVerdict, Judge, JudgeWrapper
 from agent.model import Verdict
 
 T = TypeVar("T")
@@ -37,7 +37,7 @@ def _run_in_thread_loop(call: Callable[[], Awaitable[T]]) -> T:
     return loop.run_until_complete(call())
 
 
-class BoundedJudge:
+class BoundedJudge(JudgeWrapper):
     """Cuts texts to `max_text_chars` and, with `offload`, runs the inner judge in threads."""
 
     def __init__(
@@ -49,7 +49,7 @@ class BoundedJudge:
         workers: int = 2,
         on_truncate: Callable[[], None] | None = None,
     ) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._max = max_text_chars
         self._on_truncate = on_truncate
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="judge") if offload else None
@@ -58,17 +58,10 @@ class BoundedJudge:
             self.assess_interaction = self._assess_interaction
 
     def __getattr__(self, name: str) -> Any:
-        # Anything else the inner judge offers (healthy(), a self-check, ...) passes through.
+        # Anything else the inner judge offers (its breaker, a self-check, ...) passes through.
         if name == "_inner":
             raise AttributeError(name)
         return getattr(self._inner, name)
-
-    @property
-    def model(self) -> str:
-        return self._inner.model
-
-    def prompt_version(self, kind: str) -> str:
-        return self._inner.prompt_version(kind)
 
     def _cut(self, text: str) -> str:
         if len(text) <= self._max:

@@ -4,7 +4,9 @@ Every request is a `Request`: the prompt kind, the untrusted texts as named bloc
 that pins what is known in advance (one required key per chunk, one per claim to check), and a
 parser. A parser returns the verdicts or raises `InvalidAnswer`; when part of an answer is valid,
 the error carries a `Repair` whose requests ask only for what is missing (the chunks without a
-verdict, the claims without a valid check), and the verdicts already given are kept.
+verdict, the claims without a valid check), and the verdicts already given are kept. When the
+repair fails too, what is still valid of both answers is the error's `PartialAnswer` (chunk
+number n is position n - 1 of the chunks asked about), for the cache to keep.
 
 Fences: each rendered request draws a fresh random id that none of its texts contains, so no text
 can close its fence or open a new one. That holds on every turn: a repair is a new request with
@@ -31,6 +33,7 @@ from agent.judges.base import (
     AnswerComparison,
     ChunkAssessment,
     ClaimVerdict,
+    PartialAnswer,
 )
 from agent.judges.local import sentences
 from agent.model import Verdict
@@ -102,12 +105,16 @@ def statements_body(chunk: str) -> str:
 class InvalidAnswer(ValueError):
     """The judge answered, but not in the required shape; the message says what is wrong.
 
-    `repair`, when set, asks only for the missing part and completes the valid part.
+    `repair`, when set, asks only for the missing part and completes the valid part; `partial`
+    is the valid part itself.
     """
 
-    def __init__(self, message: str, repair: Repair | None = None) -> None:
+    def __init__(
+        self, message: str, repair: Repair | None = None, partial: PartialAnswer | None = None
+    ) -> None:
         super().__init__(message)
         self.repair = repair
+        self.partial = partial or PartialAnswer()
 
 
 @dataclass(frozen=True)
@@ -139,10 +146,31 @@ class Request:
 
 @dataclass(frozen=True)
 class Repair:
-    """Follow-up requests (asked together) and how their answers complete the partial answer."""
+    """Follow-up requests (asked together) and how their answers complete the partial answer.
+
+    `salvage` says what is known when some follow-ups fail too: it gets each follow-up's answer,
+    None where that one failed (`finish` merges in the failed ones' own valid parts).
+    """
 
     requests: tuple[Request, ...]
     complete: Callable[[list[Any]], Any]
+    salvage: Callable[[list[Any]], PartialAnswer]
+
+    def finish(self, contents: Sequence[str]) -> Any:
+        """The completed answer from the follow-ups' answers (one content per request), or
+        InvalidAnswer carrying what the first answer and the valid follow-ups got right."""
+        parts: list[Any] = []
+        failures: list[InvalidAnswer] = []
+        for request, content in zip(self.requests, contents, strict=True):
+            try:
+                parts.append(request.parse(content))
+            except InvalidAnswer as failed:
+                parts.append(None)
+                failures.append(failed)
+        if not failures:
+            return self.complete(parts)
+        partial = self.salvage(parts).merge(*(f.partial for f in failures))
+        raise InvalidAnswer("; ".join(map(str, failures)), partial=partial)
 
 
 # -- Schemas ------------------------------------------------------------------------------------
@@ -303,6 +331,11 @@ def ordered(found: Mapping[int, Any], numbers: Sequence[int]) -> list[Any]:
     return [found[n] for n in numbers]
 
 
+def by_position(found: Mapping[int, ChunkAssessment]) -> dict[int, ChunkAssessment]:
+    """Chunk number n (as numbered in every request and repair) is position n - 1."""
+    return {n - 1: a for n, a in found.items()}
+
+
 # -- Questions ----------------------------------------------------------------------------------
 
 
@@ -325,7 +358,9 @@ def assess_chunks_request(query: str, answer: str | None, chunks: Mapping[int, s
             return found
         missing = {n: c for n, c in chunks.items() if n not in found}
         follow = assess_chunks_request(query, answer, missing)
-        raise InvalidAnswer("; ".join(problems), Repair((follow,), lambda parts: {**found, **parts[0]}))
+        partial = PartialAnswer(by_position(found))
+        repair = Repair((follow,), lambda parts: {**found, **parts[0]}, lambda _: partial)
+        raise InvalidAnswer("; ".join(problems), repair, partial)
 
     return Request(
         ASSESS_CHUNKS,
@@ -391,7 +426,9 @@ def check_response_request(query: str, response: str, chunks: Sequence[str]) -> 
         if claims is not None:
             return claims
         assert follow is not None
-        raise InvalidAnswer(problem, Repair((follow,), lambda parts: complete(parts[0])))
+        # Claims are kept whole or not at all: a partly checked list would shift the scores.
+        repair = Repair((follow,), lambda parts: complete(parts[0]), lambda _: PartialAnswer())
+        raise InvalidAnswer(problem, repair)
 
     schema = _object({"claims": _claims_list_schema(["supported", "relevant"])})
     return Request(CHECK_RESPONSE, tuple(blocks), instruction, schema, parse)
@@ -427,15 +464,28 @@ def assess_interaction_request(query: str, response: str, chunks: Sequence[str])
         if claims_follow is not None:
             follows.append(claims_follow)
 
-        def complete(parts: list[Any]) -> tuple[list[ChunkAssessment], list[ClaimVerdict]]:
+        def known(parts: list[Any]) -> tuple[dict[int, ChunkAssessment], list[ClaimVerdict] | None]:
+            """Chunk verdicts and claims from the first answer and the follow-ups that succeeded."""
             rest = list(parts)
-            assessed = {**found, **rest.pop(0)} if problems else found
-            final_claims = complete_claims(rest.pop(0)) if claims_follow is not None else claims
+            chunks_part = rest.pop(0) if problems else None
+            claims_part = rest.pop(0) if claims_follow is not None else None
+            assessed = {**found, **(chunks_part or {})}
+            if claims_follow is None:
+                return assessed, claims
+            return assessed, None if claims_part is None else complete_claims(claims_part)
+
+        def complete(parts: list[Any]) -> tuple[list[ChunkAssessment], list[ClaimVerdict]]:
+            assessed, final_claims = known(parts)
             assert final_claims is not None
             return ordered(assessed, list(numbered)), final_claims
 
+        def salvage(parts: list[Any]) -> PartialAnswer:
+            assessed, final_claims = known(parts)
+            return PartialAnswer(by_position(assessed), None if final_claims is None else tuple(final_claims))
+
         message = "; ".join(p for p in (problems_text, claims_problem) if p)
-        raise InvalidAnswer(message, Repair(tuple(follows), complete))
+        repair = Repair(tuple(follows), complete, salvage)
+        raise InvalidAnswer(message, repair, salvage([None] * len(follows)))
 
     schema = _object(
         {

@@ -18,7 +18,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from agent.judges.base import AnswerComparison, ChunkAssessment, ClaimVerdict, Judge
+from agent.judges.base import AnswerComparison, ChunkAssessment, ClaimVerdict, Judge, JudgeWrapper
 from agent.model import Verdict
 from agent.redact import Redactor
 
@@ -29,27 +29,12 @@ class RedactionCounter(Protocol):
     def redacted(self, kind: str, n: int) -> None: ...
 
 
-class RedactingJudge:
+class RedactingJudge(JudgeWrapper):
     def __init__(self, inner: Judge, redactor: Redactor, counter: RedactionCounter) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._redactor = redactor
         self._counter = counter
         self._memo: OrderedDict[tuple[str, ...], tuple[str, ...]] = OrderedDict()
-
-    @property
-    def model(self) -> str:
-        return self._inner.model
-
-    @property
-    def inner(self) -> Judge:
-        return self._inner
-
-    def prompt_version(self, kind: str) -> str:
-        return self._inner.prompt_version(kind)
-
-    def healthy(self) -> bool:
-        healthy = getattr(self._inner, "healthy", None)
-        return healthy() if callable(healthy) else True
 
     def __getattr__(self, name: str) -> Any:
         # Anything else the wrapped judge offers (e.g. the cache's `prefetch`) must not bypass

@@ -525,3 +525,117 @@ def test_litellm_per_call_info_lines_are_silenced_unless_debugging() -> None:
         assert logging.getLogger("LiteLLM").level == logging.NOTSET  # left alone while debugging
     finally:
         ragpulse.setLevel(before)
+
+
+FIVE_CHUNKS = (
+    "Paris is the capital and largest city of France. It lies on the Seine.",
+    "Bananas grow in tropical climates. They are rich in potassium.",
+    "The Eiffel Tower is in Paris. It was built for the 1889 World's Fair.",
+    "Lyon is a city in France. It is known for its food.",
+    "Paris was founded in 250 BC by a Celtic tribe. The capital of France grew around it.",
+)
+
+
+def _chunk_blocks(request: dict) -> list[str]:
+    _, blocks = fenced_blocks(request["messages"][1]["content"])
+    return [text for name, text in blocks if name.startswith("CHUNK ")]
+
+
+@pytest.fixture(params=["memory", "redis"])
+def cache_url(request: pytest.FixtureRequest) -> Iterator[str | None]:
+    if request.param == "memory":
+        yield None
+        return
+    from tests.fixtures.redis_server import redis_server, redis_server_binary
+
+    if redis_server_binary() is None:
+        pytest.skip("no redis-server binary")
+    with redis_server() as redis:  # a fresh redis-server on a free port
+        yield redis.url
+
+
+def test_valid_verdicts_of_a_failed_answer_are_cached_and_only_the_missing_chunk_is_asked_again(
+    fake: FakeLLMServer, cache_url: str | None
+) -> None:
+    """Chunks 1-4 of 5 answered, chunk 5 missing from the answer and from its repair: the
+    verdicts of chunks 1-4 and the claims land in the cache, and every later question (the
+    metrics' fallback, the next evaluation of the same chunks) asks about chunk 5 alone."""
+    from agent.evaluate import Evaluator
+    from agent.judges.questions import statements_body
+
+    subject = interaction(chunks=FIVE_CHUNKS)
+    fifth = [statements_body(FIVE_CHUNKS[4])]
+    overrides = {} if cache_url is None else {"redis_url": cache_url}
+
+    async def scenario() -> None:
+        # What an answer without faults scores, for comparison.
+        clean_judge, _ = judge_for(fake)
+        clean = await Evaluator([m() for m in STREAMING_METRICS.values()], clean_judge).evaluate(subject)
+        assert all(r.outcome is Outcome.OK for r in clean)
+        fake.reset()
+
+        judge, telemetry = judge_for(fake, **overrides)
+        evaluator = Evaluator([m() for m in STREAMING_METRICS.values()], judge)
+        # The combined answer leaves out chunk 5 and so does its repair; so do the metrics' own
+        # question about chunk 5 and its repair.
+        fake.script("wrong_count", "wrong_count", "wrong_count", "wrong_count")
+        failed = {r.metric: r for r in await evaluator.evaluate(subject)}
+        requests = fake.stats.requests
+        assert [fenced_blocks(r["messages"][1]["content"])[0] for r in requests] == [
+            "assess_interaction",
+            "assess_chunks",
+            "assess_chunks",
+            "assess_chunks",
+        ]
+        assert len(_chunk_blocks(requests[0])) == 5
+        assert [_chunk_blocks(r) for r in requests[1:]] == [fifth] * 3
+        # A failure is never a score: the chunk metrics are errors; the claims were complete.
+        for name in ("context_precision", "context_relevancy"):
+            assert failed[name].outcome is Outcome.ERROR and failed[name].value is None
+        for name in ("faithfulness", "answer_relevancy"):
+            assert failed[name].outcome is Outcome.OK
+        registry = telemetry.registry
+        # The metrics' fallback found chunks 1-4 and the claims in the cache (the claims once per
+        # metric when the two questions do not overlap); chunk 5 it did not.
+        assert registry.get_sample_value("ragpulse_judge_cache_hits_total") in (4 + 1, 4 + 2)
+        assert registry.get_sample_value("ragpulse_judge_cache_misses_total") == 1
+
+        # The next evaluation of the same chunks (by another agent, when the cache is Redis)
+        # asks about chunk 5 only, and scores what an answer without faults scores.
+        fake.reset()
+        if cache_url is not None:
+            judge, telemetry = judge_for(fake, **overrides)
+            evaluator = Evaluator([m() for m in STREAMING_METRICS.values()], judge)
+        again = await evaluator.evaluate(subject)
+        (request,) = fake.stats.requests
+        assert _chunk_blocks(request) == fifth
+        scored = [(r.metric, r.outcome, r.value) for r in again]
+        assert scored == [(r.metric, r.outcome, r.value) for r in clean]
+
+    asyncio.run(scenario())
+
+
+def test_a_repair_that_times_out_keeps_the_first_answers_valid_verdicts(fake: FakeLLMServer) -> None:
+    """The repair of a miscounted answer fails with a 5xx: the interaction is deferred (a
+    retryable failure), and its retry asks about the missing chunk only."""
+    from agent.evaluate import Evaluator
+    from agent.judges.questions import statements_body
+
+    subject = interaction(chunks=FIVE_CHUNKS)
+
+    async def scenario() -> None:
+        judge, _ = judge_for(fake, judge_max_retries=0)
+        evaluator = Evaluator([m() for m in STREAMING_METRICS.values()], judge)
+        fake.script("wrong_count", "500")
+        deferred = await evaluator.assess(subject)
+        assert deferred.retryable is not None and deferred.retryable.reason == "server_error"
+        assert all(r.value is None for r in deferred.results)
+        assert fake.stats.calls == 2
+
+        fake.reset()
+        retried = await evaluator.assess(subject)
+        (request,) = fake.stats.requests
+        assert _chunk_blocks(request) == [statements_body(FIVE_CHUNKS[4])]
+        assert retried.retryable is None and all(r.outcome is Outcome.OK for r in retried.results)
+
+    asyncio.run(scenario())

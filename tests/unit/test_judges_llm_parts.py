@@ -149,6 +149,56 @@ def test_an_interaction_answer_missing_a_chunk_repairs_that_chunk_only() -> None
     assert [c.supported.value for c in claims] == [True]
 
 
+def test_a_failed_repair_keeps_what_both_answers_got_right() -> None:
+    request = assess_interaction_request("q", "r", ["A. B.", "C.", "D.", "E."])
+    content = json.dumps(
+        {
+            "chunks": {"1": {"useful": 1, "relevant": [1]}, "2": {"useful": 0, "relevant": []}},
+            "claims": [{"claim": "x", "supported": 1, "relevant": 1}],
+        }
+    )
+    with pytest.raises(InvalidAnswer) as caught:
+        request.parse(content)
+    first = caught.value
+    assert first.repair is not None
+    assert sorted(first.partial.chunks) == [0, 1] and first.partial.claims is not None
+    # The repair answers chunk 3 (position 2) but not chunk 4: still invalid, with 3 chunks kept.
+    with pytest.raises(InvalidAnswer, match="chunk\\(s\\) 4") as again:
+        first.repair.finish(['{"chunks": {"3": {"useful": 1, "relevant": [1]}}}'])
+    kept = again.value.partial
+    assert sorted(kept.chunks) == [0, 1, 2] and kept.chunks[2].useful == Verdict(True)
+    assert [c.supported.value for c in kept.claims or ()] == [True]
+
+
+def test_claims_are_kept_only_when_all_of_them_were_checked() -> None:
+    request = assess_interaction_request("q", "r", ["A.", "B."])
+    content = json.dumps(
+        {
+            "chunks": {"1": {"useful": 1, "relevant": [1]}},
+            "claims": [
+                {"claim": "x", "supported": 1, "relevant": 1},
+                {"claim": "y", "supported": "yes", "relevant": 1},
+            ],
+        }
+    )
+    with pytest.raises(InvalidAnswer) as caught:
+        request.parse(content)
+    first = caught.value
+    assert first.repair is not None and first.partial.claims is None
+    _, claims_follow = first.repair.requests
+    assert claims_follow.kind == "check_claims"
+    # The claim is checked this time, chunk 2 is missing again: the claims are whole now.
+    with pytest.raises(InvalidAnswer) as again:
+        first.repair.finish(['{"chunks": {}}', '{"claims": {"2": {"supported": 0, "relevant": 1}}}'])
+    kept = again.value.partial
+    assert sorted(kept.chunks) == [0]
+    assert [c.supported.value for c in kept.claims or ()] == [True, False]
+    # The other way round: chunk 2 answered, the claim still invalid: no claims kept.
+    with pytest.raises(InvalidAnswer) as other:
+        first.repair.finish(['{"chunks": {"2": {"useful": 0, "relevant": []}}}', '{"claims": {}}'])
+    assert sorted(other.value.partial.chunks) == [0, 1] and other.value.partial.claims is None
+
+
 def test_parse_claims_attributions_comparison() -> None:
     parse_claims = check_response_request("q", "r", ["c"]).parse
     claims = parse_claims('```json\n{"claims": [{"claim": "x", "supported": true, "relevant": 0}]}\n```')
@@ -305,9 +355,10 @@ def test_any_k_chunks_get_exactly_k_verdicts_or_an_error(k: int, answer: object,
             return
         # The repair answers with the same (possibly wrong) content again.
         try:
-            parts = [r.parse(content) for r in first.repair.requests]
-        except InvalidAnswer:
+            result = first.repair.finish([content] * len(first.repair.requests))
+        except InvalidAnswer as second:
+            # What is kept for the cache: valid verdicts of chunks that were sent, never all k.
+            assert set(first.partial.chunks) <= set(second.partial.chunks) < set(range(k))
             return
-        result = first.repair.complete(parts)
     assessment = result[0] if also else [result[n] for n in range(1, k + 1)]
     assert len(assessment) == k

@@ -213,3 +213,43 @@ def test_relevance_and_claim_encodings_round_trip_without_text() -> None:
         ClaimVerdict(Verdict(False)),
     ]
     assert decode_claims(encode_claims([])) == []
+
+
+def test_every_wrapper_passes_the_judges_identity_and_health_through() -> None:
+    from prometheus_client import CollectorRegistry
+
+    from agent.judges.instrumented import InstrumentedJudge
+    from agent.judges.offload import BoundedJudge
+    from agent.judges.redacting import RedactingJudge
+    from agent.redact import RedactionRules, Redactor
+    from agent.telemetry import Telemetry
+
+    class Refusing(CountingJudge):
+        model = "refusing"
+
+        def prompt_version(self, kind: str) -> str:
+            return f"v7-{kind}"
+
+        def healthy(self) -> bool:
+            return False
+
+    telemetry = Telemetry(CollectorRegistry())
+    for inner, health in ((Refusing(), False), (CountingJudge(), True)):  # no healthy(): healthy
+        wrapped = [
+            BoundedJudge(inner),
+            InstrumentedJudge(inner, telemetry),
+            CachedJudge(inner, MemoryVerdictCache(10), telemetry),
+            RedactingJudge(inner, Redactor(RedactionRules()), telemetry),
+        ]
+        for judge in wrapped:
+            assert judge.inner is inner and judge.model == inner.model
+            assert judge.prompt_version("assess_chunks") == inner.prompt_version("assess_chunks")
+            assert judge.healthy() is health
+    stacked = RedactingJudge(
+        CachedJudge(
+            InstrumentedJudge(BoundedJudge(Refusing()), telemetry), MemoryVerdictCache(10), telemetry
+        ),
+        Redactor(RedactionRules()),
+        telemetry,
+    )
+    assert (stacked.model, stacked.prompt_version("x"), stacked.healthy()) == ("refusing", "v7-x", False)
