@@ -348,13 +348,15 @@ def main() -> None:
             )
 
         phase("200 KB span, judged", otlp, metrics, judge_large)
+        statuses: list[int] = []
         phase(
             "32 MiB body x3",
             otlp,
             metrics,
-            lambda: [post(f"{otlp}/v1/traces", bulk, PROTOBUF) for _ in range(3)],
+            lambda: statuses.extend(post(f"{otlp}/v1/traces", bulk, PROTOBUF) for _ in range(3)),
         )
-        statuses: list[int] = []
+        print(f"bulk body statuses: {statuses}")
+        statuses.clear()
         phase(
             "hostile bodies",
             otlp,
@@ -367,8 +369,9 @@ def main() -> None:
             f"{len(rag_bulk) / 2**20:.0f} MiB of RAG spans",
             otlp,
             metrics,
-            lambda: [post(f"{otlp}/v1/traces", rag_bulk, PROTOBUF)],
+            lambda: statuses.append(post(f"{otlp}/v1/traces", rag_bulk, PROTOBUF)),
         )
+        print(f"RAG body status: {statuses[-1]}")
         if args.series:
             series(otlp, metrics)
     finally:

@@ -289,8 +289,8 @@ class KafkaSource:
         except UndecodableError as exc:
             intake.dead_letter("undecodable", f"{where}: {exc}")
         except Exception as exc:
-            # A defect (or the decoding thread gone): dead-lettered like a defect behind intake,
-            # so the message is accounted for instead of skipped untracked.
+            # A defect in the decoder (it raises UndecodableError for any bad input): dead-lettered
+            # like a defect behind intake, so the message is accounted for, not skipped untracked.
             log.exception("decoding failed on %s; dead-lettered", where)
             intake.dead_letter("internal_error", f"{where}: {exc!r}")
         return None
