@@ -17,10 +17,14 @@ with the sequence number of its last slice, so per-partition order and the commi
 
 kafka-python 3.x runs the rebalance listener on its own IO thread, where nothing may block: the
 listener commits finished offsets of revoked partitions with an awaited commit_async and shares
-the tracker under a lock. Offsets leave the tracker only once a commit covering them succeeded;
-messages of a partition revoked while they were being handled are not tracked (the next owner
-reads them again). While intake is paused (evaluation queue full, judge unavailable) every owned
-partition is paused, including partitions assigned later.
+the tracker under a lock. Offsets leave the tracker only once a commit covering them succeeded.
+A rebalance revokes every partition first (eager protocol), and kafka-python keeps the fetch
+position of each partition the member gets back, whose messages are therefore not delivered
+again: the offsets of revoked partitions are kept until the new assignment, then kept for the
+partitions that came back and forgotten for the others (their next owner reads them again, and
+messages of theirs still being handled are not tracked). While intake is paused (evaluation
+queue full, judge unavailable) every owned partition is paused, including partitions assigned
+later.
 """
 
 from __future__ import annotations
@@ -132,10 +136,12 @@ class KafkaSource:
         self._lock = threading.Lock()
         self._offsets = OffsetTracker()
         self._owned: set[TopicPartition] = set()
+        # Revoked by a rebalance that has not assigned partitions yet: offsets kept until then.
+        self._held: set[TopicPartition] = set()
         self._unowned_since: float = time.monotonic()
         self._revoked: deque[set[TopicPartition]] = deque()  # for the poll loop's bookkeeping
-        # Bumped for a partition each time it is revoked: a message polled under an older
-        # generation belongs to a past ownership and is not tracked.
+        # Bumped for a partition each time its offsets are forgotten: a message polled under an
+        # older generation belongs to a past ownership and is not tracked.
         self._generations: dict[TopicPartition, int] = {}
         self._decoder: ThreadPoolExecutor | None = None
         self._consumer: KafkaConsumer | None = None
@@ -270,7 +276,7 @@ class KafkaSource:
                 sequence = await self._hand_over(where, decoded, turns)
         with self._lock:
             if self._generations.get(partition, 0) != generation:
-                return  # revoked while it was handled: its offset is the next owner's
+                return  # given up while it was handled: its offset is the next owner's
             self._offsets.track(partition, offset, sequence)
 
     async def _decode(self, where: str, value: bytes, turns: LoopTurns) -> DecodedRequest | None:
@@ -360,6 +366,10 @@ class KafkaSource:
 
     def _on_assigned(self, assigned: set[TopicPartition]) -> None:
         with self._lock:
+            # Partitions revoked and given back kept their fetch position: their offsets stay.
+            # The others went to another member, which reads their uncommitted messages again.
+            self._forget(self._held - assigned)
+            self._held.clear()
             self._owned |= assigned
             owned = len(self._owned)
         self._telemetry.assigned_partitions.labels(self._config.topic).set(owned)
@@ -377,7 +387,8 @@ class KafkaSource:
                 }
         if commits:
             # Finished offsets go before we give the partitions up; the rest is redelivered to the
-            # new owner (and de-duplicated by the idempotency keys). Awaited, never blocking.
+            # new owner, if it is another member (and de-duplicated by the idempotency keys).
+            # Awaited, never blocking.
             offsets = {tp: OffsetAndMetadata(offset, "", -1) for tp, offset in commits.items()}
             try:
                 await consumer.commit_async(offsets)  # type: ignore[union-attr]
@@ -394,14 +405,24 @@ class KafkaSource:
             owned = len(self._owned)
             if not self._owned:
                 self._unowned_since = time.monotonic()
-            # Forget now, so no later commit on the poll loop covers partitions we gave up, and
-            # move to a new generation, so messages polled before are not tracked after.
-            self._offsets.forget(revoked)
-            for tp in revoked:
-                self._generations[tp] = self._generations.get(tp, 0) + 1
+            # No commit on the poll loop covers partitions we do not own (see _commit). Revoked
+            # ones may come back with their fetch position, so their offsets wait for the
+            # assignment; lost ones were given to others already, and are forgotten now.
+            if commit:
+                self._held |= revoked
+            else:
+                self._held -= revoked
+                self._forget(revoked)
         self._revoked.append(revoked)
         self._telemetry.assigned_partitions.labels(self._config.topic).set(owned)
         log.info("revoked partitions %s", sorted(tp.partition for tp in revoked))
+
+    def _forget(self, partitions: set[TopicPartition]) -> None:
+        """Under the lock: drop the offsets of partitions given up, and move them to a new
+        generation, so that messages polled before are not tracked after."""
+        self._offsets.forget(partitions)
+        for tp in partitions:
+            self._generations[tp] = self._generations.get(tp, 0) + 1
 
     def _forget_revoked(self) -> None:
         """On the event loop: drop the lag series of partitions given up."""
