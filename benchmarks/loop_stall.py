@@ -9,6 +9,15 @@ other while /healthz is polled every 20 ms:
    that claims gzip and is not, a gzip bomb;
 4. a 31 MiB body of 4,500 single-span RAG interactions (decoded, assembled and sampled).
 
+With --kafka, the same kinds of input as Kafka messages, each case against a fresh agent consuming
+from a real Kafka-protocol broker (tests/fixtures/kafka_broker.py), timed until every offset is
+committed (every interaction scored or dead-lettered):
+
+5. one 31 MiB message of 4,500 RAG interactions (fetch limits raised to take it whole);
+6. four 14 MiB messages of 2,000 RAG interactions each, one per partition, so one poll holds all;
+7. a 16 MiB message of random bytes (dead-lettered as undecodable);
+8. 20,000 small messages of one interaction each, with sampling off (intake throughput).
+
 Reports, per phase, the longest /healthz round trip seen by the client and the agent's own
 `ragpulse_event_loop_lag_max_seconds` (longest stall since start); then, with --series, the
 /metrics size after 100 services x 100 routes of interactions at the default series budget.
@@ -16,21 +25,26 @@ Reports, per phase, the longest /healthz round trip seen by the client and the a
     python benchmarks/loop_stall.py                       # starts an agent
     python benchmarks/loop_stall.py --otlp http://127.0.0.1:4318 --metrics http://127.0.0.1:9464
     python benchmarks/loop_stall.py --series              # also the scrape size at the budget
+    python benchmarks/loop_stall.py --kafka-only          # only the Kafka cases
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import gzip
 import random
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
 import urllib.request
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -41,6 +55,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tests.support import AgentProcess, openinference_single_span, scrape
+
+if TYPE_CHECKING:
+    from tests.fixtures.kafka_broker import Broker
 
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
 JSON = {"Content-Type": "application/json"}
@@ -105,11 +122,11 @@ def large_span() -> bytes:
     return encode_spans(memory.get_finished_spans()).SerializeToString()
 
 
-def rag_bulk_body() -> bytes:
+def rag_bulk_body(count: int = 4_500, service: str = "bench-rag-bulk") -> bytes:
     """~31 MiB of 4,500 single-span RAG interactions (five 1.3 KB chunks each)."""
-    memory, tr = tracer("bench-rag-bulk")
+    memory, tr = tracer(service)
     chunk = "Paris is the capital of France. " * 40
-    for i in range(4_500):
+    for i in range(count):
         openinference_single_span(
             tr,
             query=f"Question {i} about Paris?",
@@ -211,6 +228,85 @@ def series(otlp: str, metrics: str) -> None:
     )
 
 
+def healthy(metrics: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{metrics}/healthz", timeout=5) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def committed(broker: Broker, group: str, topic: str, expected: int) -> None:
+    """Wait until the group committed `expected` offsets: every message scored or dead-lettered."""
+    deadline = time.monotonic() + 900
+    while time.monotonic() < deadline:
+        if sum(broker.committed(group, topic).values()) >= expected:
+            return
+        time.sleep(0.2)
+    raise TimeoutError(f"{topic}: offsets not all committed")
+
+
+def kafka_phases() -> None:
+    """The Kafka cases (see the module docstring), each against a fresh agent and topic."""
+    from kafka import KafkaProducer
+
+    from tests.fixtures.kafka_broker import FAST_GROUP_ENV, kafka_broker
+
+    big = 64 * 2**20
+    rag_bulk = rag_bulk_body(service="bench-kafka-bulk")
+    rag_14 = [rag_bulk_body(2_000, service=f"bench-kafka-14-{i}") for i in range(4)]
+    small_memory, small_tracer = tracer("bench-kafka-small")
+    openinference_single_span(
+        small_tracer, query="Capital of France?", chunks=["Paris is the capital of France."] * 3,
+        response="Paris.",
+    )  # fmt: skip
+    small = encode_spans(small_memory.get_finished_spans()).SerializeToString()
+    junk = random.Random(2).randbytes(16 * 2**20)
+    fetch_all = {
+        "RAGPULSE_KAFKA_MAX_PARTITION_FETCH_BYTES": str(big),
+        "RAGPULSE_KAFKA_FETCH_MAX_BYTES": str(big),
+    }
+    cases: list[tuple[str, int, list[bytes], dict[str, str]]] = [
+        (f"kafka {len(rag_bulk) / 2**20:.0f} MiB message, RAG", 1, [rag_bulk], fetch_all),
+        (f"kafka 4 x {len(rag_14[0]) / 2**20:.0f} MiB, one poll", 4, rag_14, fetch_all),
+        ("kafka 16 MiB undecodable", 1, [junk], fetch_all),
+        ("kafka 20,000 small, unsampled", 1, [small] * 20_000, {"RAGPULSE_SAMPLE_RATE": "0"}),
+    ]
+    with tempfile.TemporaryDirectory() as logs, kafka_broker(Path(logs)) as broker:
+        for name, partitions, values, env in cases:
+            topic = broker.create_topic(partitions=partitions)
+            group = f"bench-{uuid.uuid4().hex[:8]}"
+            # Written before the agent starts, so the phase times the agent, not the producer.
+            producer = KafkaProducer(bootstrap_servers=broker.bootstrap, max_request_size=big)
+            try:
+                for i, value in enumerate(values):
+                    producer.send(topic, value=value, partition=i % partitions)
+                producer.flush(120)
+            finally:
+                producer.close()
+            agent = AgentProcess(
+                env={
+                    "RAGPULSE_SOURCE": "kafka",
+                    "RAGPULSE_KAFKA_BOOTSTRAP": broker.bootstrap,
+                    "RAGPULSE_KAFKA_TOPIC": topic,
+                    "RAGPULSE_KAFKA_GROUP_ID": group,
+                    "RAGPULSE_KAFKA_AUTO_OFFSET_RESET": "earliest",
+                    "RAGPULSE_KAFKA_COMMIT_INTERVAL_SECONDS": "0.2",
+                    **FAST_GROUP_ENV,
+                    **env,
+                }
+            )
+            try:
+                metrics = f"http://127.0.0.1:{agent.metrics_port}"
+                # /healthz answers before the consumer has joined its group (that takes seconds).
+                while not healthy(metrics):
+                    time.sleep(0.05)
+                phase(name, "", metrics, functools.partial(committed, broker, group, topic, len(values)))
+            finally:
+                agent.stop()
+                agent.kill()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -221,7 +317,12 @@ def main() -> None:
     parser.add_argument(
         "--series-only", action="store_true", help="only measure /metrics at the series budget"
     )
+    parser.add_argument("--kafka", action="store_true", help="also the Kafka cases (starts a broker)")
+    parser.add_argument("--kafka-only", action="store_true", help="only the Kafka cases")
     args = parser.parse_args()
+    if args.kafka_only:
+        kafka_phases()
+        return
 
     agent = None
     if args.otlp is None:
@@ -247,13 +348,15 @@ def main() -> None:
             )
 
         phase("200 KB span, judged", otlp, metrics, judge_large)
+        statuses: list[int] = []
         phase(
             "32 MiB body x3",
             otlp,
             metrics,
-            lambda: [post(f"{otlp}/v1/traces", bulk, PROTOBUF) for _ in range(3)],
+            lambda: statuses.extend(post(f"{otlp}/v1/traces", bulk, PROTOBUF) for _ in range(3)),
         )
-        statuses: list[int] = []
+        print(f"bulk body statuses: {statuses}")
+        statuses.clear()
         phase(
             "hostile bodies",
             otlp,
@@ -266,14 +369,17 @@ def main() -> None:
             f"{len(rag_bulk) / 2**20:.0f} MiB of RAG spans",
             otlp,
             metrics,
-            lambda: [post(f"{otlp}/v1/traces", rag_bulk, PROTOBUF)],
+            lambda: statuses.append(post(f"{otlp}/v1/traces", rag_bulk, PROTOBUF)),
         )
+        print(f"RAG body status: {statuses[-1]}")
         if args.series:
             series(otlp, metrics)
     finally:
         if agent is not None:
             agent.stop()
             agent.kill()
+    if args.kafka:
+        kafka_phases()
 
 
 if __name__ == "__main__":

@@ -7,12 +7,24 @@ sampled interaction built from the messages before them is scored or dead-letter
 share partitions through the consumer group; duplicates after a rebalance or a crash are caught
 by the pipeline's idempotency keys.
 
-kafka-python's consumer is blocking, so polls and commits run in a worker thread; decode, assemble
-and commit bookkeeping run on the event loop. kafka-python 3.x runs the rebalance listener on its
-own IO thread, where nothing may block: the listener commits finished offsets of revoked
-partitions with an awaited commit_async and shares the tracker under a lock. Offsets leave the
-tracker only once a commit covering them succeeded. While intake is paused (evaluation queue
-full, judge unavailable) every owned partition is paused, including partitions assigned later.
+kafka-python's consumer is blocking, so polls and commits run in a worker thread. Message values
+larger than `DECODE_INLINE_BYTES` are decoded in a decoding thread of this source, and a decoded
+message reaches the pipeline in slices of whole traces with the event loop free in between;
+a poll's messages are handled in order, one at a time, giving the loop a turn every few
+milliseconds (agent/sources/handover.py), so /healthz, /readyz and /metrics keep answering while
+a 30 MiB message is taken in. A message's offset is tracked only once all of it was handed over,
+with the sequence number of its last slice, so per-partition order and the commit rule hold.
+
+kafka-python 3.x runs the rebalance listener on its own IO thread, where nothing may block: the
+listener commits finished offsets of revoked partitions with an awaited commit_async and shares
+the tracker under a lock. Offsets leave the tracker only once a commit covering them succeeded.
+A rebalance revokes every partition first (eager protocol), and kafka-python keeps the fetch
+position of each partition the member gets back, whose messages are therefore not delivered
+again: the offsets of revoked partitions are kept until the new assignment, then kept for the
+partitions that came back and forgotten for the others (their next owner reads them again, and
+messages of theirs still being handled are not tracked). While intake is paused (evaluation
+queue full, judge unavailable) every owned partition is paused, including partitions assigned
+later.
 """
 
 from __future__ import annotations
@@ -25,6 +37,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,8 +46,9 @@ from kafka.consumer.subscription_state import AsyncConsumerRebalanceListener
 from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata
 
-from agent.otlp.decode import KAFKA_ENCODINGS, UndecodableError, decode_kafka_value
+from agent.otlp.decode import KAFKA_ENCODINGS, DecodedRequest, UndecodableError, decode_kafka_value
 from agent.sources.base import Intake
+from agent.sources.handover import DECODE_INLINE_BYTES, LoopTurns, slices
 from agent.sources.offsets import OffsetTracker
 from agent.telemetry import Telemetry
 from agent.throttled_log import ThrottledLog
@@ -122,8 +136,14 @@ class KafkaSource:
         self._lock = threading.Lock()
         self._offsets = OffsetTracker()
         self._owned: set[TopicPartition] = set()
+        # Revoked by a rebalance that has not assigned partitions yet: offsets kept until then.
+        self._held: set[TopicPartition] = set()
         self._unowned_since: float = time.monotonic()
         self._revoked: deque[set[TopicPartition]] = deque()  # for the poll loop's bookkeeping
+        # Bumped for a partition each time its offsets are forgotten: a message polled under an
+        # older generation belongs to a past ownership and is not tracked.
+        self._generations: dict[TopicPartition, int] = {}
+        self._decoder: ThreadPoolExecutor | None = None
         self._consumer: KafkaConsumer | None = None
         self._intake: Intake | None = None
         self._task: asyncio.Task[None] | None = None
@@ -143,6 +163,8 @@ class KafkaSource:
 
     async def start(self, intake: Intake) -> None:
         self._intake = intake
+        # One thread: decoding holds the interpreter lock, a second one would not go faster.
+        self._decoder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafka-decode")
         consumer = await asyncio.to_thread(KafkaConsumer, **self._config.consumer_options())
         consumer.subscribe([self._config.topic], listener=_Rebalance(self))
         self._consumer = consumer
@@ -186,6 +208,9 @@ class KafkaSource:
 
     async def shutdown(self, timeout: float) -> None:
         await self.stop()
+        decoder, self._decoder = self._decoder, None
+        if decoder is not None:
+            decoder.shutdown(wait=False)
         consumer, self._consumer = self._consumer, None
         if consumer is None:
             return
@@ -212,9 +237,16 @@ class KafkaSource:
     async def _step(self, consumer: KafkaConsumer) -> None:
         records = await asyncio.to_thread(consumer.poll, 200, self._config.max_poll_records)
         self._forget_revoked()
+        with self._lock:
+            generations = {tp: self._generations.get(tp, 0) for tp in records}
+        turns = LoopTurns()
         for partition, messages in records.items():
             for message in messages:
-                self._handle(partition, message.offset, message.value)
+                if self._stopping or self._is_stale(partition, generations[partition]):
+                    # Untracked, so never committed: redelivered to whoever owns the partition next.
+                    break
+                await self._handle(partition, generations[partition], message.offset, message.value, turns)
+        del records
         self._apply_backpressure(consumer)
         now = time.monotonic()
         if now - self._last_commit >= self._config.commit_interval_seconds:
@@ -224,31 +256,72 @@ class KafkaSource:
             self._last_lag = now
             await self._export_lag(consumer)
 
-    def _handle(self, partition: TopicPartition, offset: int, value: bytes | None) -> None:
+    def _is_stale(self, partition: TopicPartition, generation: int) -> bool:
+        with self._lock:
+            return self._generations.get(partition, 0) != generation
+
+    async def _handle(
+        self, partition: TopicPartition, generation: int, offset: int, value: bytes | None, turns: LoopTurns
+    ) -> None:
+        """Decode one message, hand it to the pipeline, and track its offset (in partition order)."""
         intake = self._intake
         assert intake is not None
         where = f"{partition.topic}/{partition.partition}@{offset}"
+        sequence = _FINISHED
         if not value:
             intake.dead_letter("empty_message", f"{where} has no value")
-            sequence = _FINISHED
         else:
-            try:
-                decoded = decode_kafka_value(value, self._config.encoding)
-            except UndecodableError as exc:
-                intake.dead_letter("undecodable", f"{where}: {exc}")
-                sequence = _FINISHED
-            else:
-                try:
-                    sequence = intake.accept(decoded, SOURCE)
-                except Exception as exc:
-                    # A defect behind the consumer: this message is dead-lettered (its offset is
-                    # then committable) instead of skipped untracked, which would let a later
-                    # commit pass over it, or retried forever, which would block the partition.
-                    log.exception("intake failed on %s; dead-lettered", where)
-                    intake.dead_letter("internal_error", f"{where}: {exc!r}")
-                    sequence = _FINISHED
+            decoded = await self._decode(where, value, turns)
+            if decoded is not None:
+                sequence = await self._hand_over(where, decoded, turns)
         with self._lock:
+            if self._generations.get(partition, 0) != generation:
+                return  # given up while it was handled: its offset is the next owner's
             self._offsets.track(partition, offset, sequence)
+
+    async def _decode(self, where: str, value: bytes, turns: LoopTurns) -> DecodedRequest | None:
+        """The decoded message, or None once it is dead-lettered (with its reason)."""
+        intake = self._intake
+        assert intake is not None
+        encoding = self._config.encoding
+        try:
+            if len(value) <= DECODE_INLINE_BYTES or self._decoder is None:
+                await turns.turn()
+                return decode_kafka_value(value, encoding)
+            loop = asyncio.get_running_loop()
+            decoded = await loop.run_in_executor(self._decoder, decode_kafka_value, value, encoding)
+            turns.reset()
+            return decoded
+        except UndecodableError as exc:
+            intake.dead_letter("undecodable", f"{where}: {exc}")
+        except Exception as exc:
+            # A defect in the decoder (it raises UndecodableError for any bad input): dead-lettered
+            # like a defect behind intake, so the message is accounted for, not skipped untracked.
+            log.exception("decoding failed on %s; dead-lettered", where)
+            intake.dead_letter("internal_error", f"{where}: {exc!r}")
+        return None
+
+    async def _hand_over(self, where: str, decoded: DecodedRequest, turns: LoopTurns) -> int:
+        """Give the pipeline the message in slices of whole traces, with loop turns in between.
+
+        Returns the sequence number of the last slice taken: every slice's work is finished once
+        the low watermark passes it (sequence numbers only grow), or _FINISHED if none was taken.
+        """
+        intake = self._intake
+        assert intake is not None
+        sequence = _FINISHED
+        try:
+            for part in slices(decoded):
+                await turns.turn()
+                sequence = intake.accept(part, SOURCE)
+        except Exception as exc:
+            # A defect behind the consumer: this message is dead-lettered (its offset is then
+            # committable once the slices already taken are finished) instead of skipped
+            # untracked, which would let a later commit pass over it, or retried forever, which
+            # would block the partition.
+            log.exception("intake failed on %s; dead-lettered", where)
+            intake.dead_letter("internal_error", f"{where}: {exc!r}")
+        return sequence
 
     def _apply_backpressure(self, consumer: KafkaConsumer) -> None:
         """Pause every owned partition while intake is paused (including ones assigned since)."""
@@ -293,7 +366,10 @@ class KafkaSource:
 
     def _on_assigned(self, assigned: set[TopicPartition]) -> None:
         with self._lock:
-            self._offsets.settle(assigned)
+            # Partitions revoked and given back kept their fetch position: their offsets stay.
+            # The others went to another member, which reads their uncommitted messages again.
+            self._forget(self._held - assigned)
+            self._held.clear()
             self._owned |= assigned
             owned = len(self._owned)
         self._telemetry.assigned_partitions.labels(self._config.topic).set(owned)
@@ -311,7 +387,8 @@ class KafkaSource:
                 }
         if commits:
             # Finished offsets go before we give the partitions up; the rest is redelivered to the
-            # new owner (and de-duplicated by the idempotency keys). Awaited, never blocking.
+            # new owner, if it is another member (and de-duplicated by the idempotency keys).
+            # Awaited, never blocking.
             offsets = {tp: OffsetAndMetadata(offset, "", -1) for tp, offset in commits.items()}
             try:
                 await consumer.commit_async(offsets)  # type: ignore[union-attr]
@@ -328,17 +405,24 @@ class KafkaSource:
             owned = len(self._owned)
             if not self._owned:
                 self._unowned_since = time.monotonic()
-            # Out of the tracker now, so no later commit on the poll loop covers partitions we
-            # gave up. On a revoke kafka-python keeps the fetch position of a partition that the
-            # same rebalance assigns back (it is not read again from the committed offset), so
-            # its entries are held for `_on_assigned`; lost partitions restart from the commit.
+            # No commit on the poll loop covers partitions we do not own (see _commit). Revoked
+            # ones may come back with their fetch position, so their offsets wait for the
+            # assignment; lost ones were given to others already, and are forgotten now.
             if commit:
-                self._offsets.hold(revoked)
+                self._held |= revoked
             else:
-                self._offsets.forget(revoked)
+                self._held -= revoked
+                self._forget(revoked)
         self._revoked.append(revoked)
         self._telemetry.assigned_partitions.labels(self._config.topic).set(owned)
         log.info("revoked partitions %s", sorted(tp.partition for tp in revoked))
+
+    def _forget(self, partitions: set[TopicPartition]) -> None:
+        """Under the lock: drop the offsets of partitions given up, and move them to a new
+        generation, so that messages polled before are not tracked after."""
+        self._offsets.forget(partitions)
+        for tp in partitions:
+            self._generations[tp] = self._generations.get(tp, 0) + 1
 
     def _forget_revoked(self) -> None:
         """On the event loop: drop the lag series of partitions given up."""

@@ -22,8 +22,6 @@ class OffsetTracker:
         self._pending: dict[Hashable, deque[tuple[int, int]]] = {}
         # Per partition: the offset last committed by us (the next offset the group will read).
         self._committed: dict[Hashable, int] = {}
-        # Partitions revoked by a rebalance still in progress: (pending, last committed).
-        self._held: dict[Hashable, tuple[deque[tuple[int, int]], int | None]] = {}
 
     def track(self, partition: Hashable, offset: int, sequence: int) -> None:
         self._pending.setdefault(partition, deque()).append((offset, sequence))
@@ -65,36 +63,6 @@ class OffsetTracker:
         for partition in partitions:
             self._pending.pop(partition, None)
             self._committed.pop(partition, None)
-
-    def hold(self, partitions: Iterable[Hashable]) -> None:
-        """Set aside partitions a rebalance is revoking: not committable until `settle`.
-
-        The consumer keeps the fetch position of a partition that is assigned back in the same
-        rebalance, so its uncommitted messages are not delivered again: their entries must
-        come back with it, or nothing would ever commit past them.
-        """
-        for partition in partitions:
-            # A rebalance that failed before assigning revokes again: add to what is held.
-            held, committed = self._held.get(partition, (deque(), None))
-            held.extend(self._pending.pop(partition, ()))
-            last = self._committed.pop(partition, None)
-            self._held[partition] = (held, committed if last is None else last)
-
-    def settle(self, assigned: Iterable[Hashable]) -> None:
-        """The rebalance assigned `assigned`: held partitions among them resume their bookkeeping
-        (messages handed over after the revoke come after the held ones); the others went to
-        another member and are forgotten (their position is dropped too, so if they come back
-        later they are read again from the committed offset)."""
-        assigned = set(assigned)
-        for partition, (pending, committed) in self._held.items():
-            if partition not in assigned:
-                self._pending.pop(partition, None)
-                continue
-            pending.extend(self._pending.pop(partition, ()))
-            self._pending[partition] = pending
-            if committed is not None:
-                self._committed[partition] = max(committed, self._committed.get(partition, committed))
-        self._held.clear()
 
     def pending(self, partition: Hashable) -> int:
         return len(self._pending.get(partition, ()))

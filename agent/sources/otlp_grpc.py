@@ -37,7 +37,7 @@ from prometheus_client import Counter
 from agent.otlp.decode import UndecodableError, decode_request
 from agent.sources import refusals
 from agent.sources.base import Intake
-from agent.sources.otlp_http import ACCEPT_SLICE_SPANS, DECODE_INLINE_BYTES, _slices
+from agent.sources.handover import ACCEPT_SLICE_SPANS, DECODE_INLINE_BYTES, slices
 
 log = logging.getLogger(__name__)
 
@@ -196,7 +196,7 @@ class OtlpGrpcSource:
                 _status_details(code_pb2.INVALID_ARGUMENT, str(exc)),
             )
         del body
-        for part in _slices(decoded, ACCEPT_SLICE_SPANS):
+        for part in slices(decoded, ACCEPT_SLICE_SPANS):
             if part is not decoded:
                 await asyncio.sleep(0)  # let health checks and other requests in between slices
             intake.accept(part, SOURCE)

@@ -13,8 +13,8 @@ Every refused request, including the 400s aiohttp sends itself for malformed HTT
 
 Compressed bodies are inflated (bounded by `otlp_max_body_bytes`) and bodies larger than
 `DECODE_INLINE_BYTES` are decoded in a worker thread, and a decoded request is handed to the
-pipeline in slices of whole traces, so that neither a 32 MiB body nor a gzip bomb holds the event
-loop (health checks, /metrics, other requests) for long.
+pipeline in slices of whole traces (agent/sources/handover.py), so that neither a 32 MiB body nor a
+gzip bomb holds the event loop (health checks, /metrics, other requests) for long.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ import asyncio
 import functools
 import logging
 import zlib
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -35,10 +34,10 @@ from google.protobuf import json_format
 from google.rpc import code_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from agent.model import Span
 from agent.otlp.decode import DecodedRequest, Encoding, UndecodableError, decode_request
 from agent.sources import refusals
 from agent.sources.base import Intake
+from agent.sources.handover import ACCEPT_SLICE_SPANS, DECODE_INLINE_BYTES, slices
 from agent.sources.refusals import RateLimitFilter, Refusals
 from agent.sources.security import EndpointSecurity
 from agent.telemetry import Telemetry
@@ -67,10 +66,6 @@ _CONTENT_TYPES: dict[str, Encoding] = {
     "application/json": "json",
 }
 _CONTENT_ENCODINGS = ("identity", "gzip", "deflate")
-# Bodies up to this size decode on the event loop (well under a millisecond); larger ones in a thread.
-DECODE_INLINE_BYTES = 64 * 1024
-# Spans handed to the pipeline per event-loop turn (whole traces are never split).
-ACCEPT_SLICE_SPANS = 100
 # How long the rest of a refused body is drained before the connection is closed.
 _LINGER_SECONDS = 2.0
 # The response key a handler sets to name why it refused the request (read by the access log).
@@ -152,23 +147,6 @@ def _inflate(body: bytes, content_encoding: str, limit: int) -> bytes:
 
 def _inflate_and_decode(body: bytes, content_encoding: str, encoding: Encoding, limit: int) -> DecodedRequest:
     return decode_request(_inflate(body, content_encoding, limit), encoding)
-
-
-def _slices(request: DecodedRequest, size: int) -> Iterator[DecodedRequest]:
-    """The request in parts of about `size` spans, each trace's spans in one part."""
-    if len(request.spans) <= size:
-        yield request
-        return
-    by_trace: dict[str, list[Span]] = {}
-    for span in request.spans:
-        by_trace.setdefault(span.trace_id, []).append(span)
-    part = DecodedRequest(rejected=request.rejected)
-    for spans in by_trace.values():
-        if part.spans and len(part.spans) + len(spans) > size:
-            yield part
-            part = DecodedRequest()
-        part.spans.extend(spans)
-    yield part
 
 
 class OtlpHttpSource:
@@ -302,7 +280,7 @@ class OtlpHttpSource:
         except UndecodableError as exc:
             return self._undecodable(str(exc), encoding)
         del body, work
-        for part in _slices(decoded, ACCEPT_SLICE_SPANS):
+        for part in slices(decoded, ACCEPT_SLICE_SPANS):
             if part is not decoded:
                 await asyncio.sleep(0)  # let health checks and other requests in between slices
             intake.accept(part, SOURCE)

@@ -49,29 +49,6 @@ def test_offsets_stay_tracked_until_their_commit_succeeds() -> None:
     assert tracker.last_committed("p0") is None and tracker.pending("p0") == 0
 
 
-def test_partitions_assigned_back_by_the_same_rebalance_keep_their_uncommitted_offsets() -> None:
-    """kafka-python keeps the fetch position of a partition revoked and assigned back in one
-    rebalance, so its in-flight messages are not delivered again: their entries must survive,
-    or no commit would ever pass them (the group's lag stuck for good)."""
-    tracker = OffsetTracker()
-    for offset, sequence in ((4, 0), (5, 1), (6, 2)):
-        tracker.track("p0", offset, sequence)
-    tracker.track("p1", 9, 3)
-    tracker.committed({"p0": 4})
-    tracker.hold(["p0", "p1"])
-    assert tracker.committable(10) == {}  # nothing commits while the rebalance runs
-    tracker.track("p0", 7, 4)  # handed over by a poll that returned during the rebalance
-    tracker.settle(["p0"])  # p0 came back, p1 went to another member
-    assert tracker.committable(10) == {"p0": 8}
-    assert tracker.last_committed("p0") == 4
-    assert tracker.pending("p1") == 0 and tracker.last_committed("p1") is None
-    # A rebalance that revokes twice before assigning keeps everything held the first time.
-    tracker.hold(["p0"])
-    tracker.hold(["p0"])
-    tracker.settle(["p0"])
-    assert tracker.committable(2) == {"p0": 6}
-
-
 def test_work_ledger_watermark_and_oldest_age() -> None:
     now = [100.0]
     ledger = WorkLedger(clock=lambda: now[0])

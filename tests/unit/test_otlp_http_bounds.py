@@ -9,7 +9,8 @@ import pytest
 
 from agent.model import Resource, Span
 from agent.otlp.decode import DecodedRequest, UndecodableError
-from agent.sources.otlp_http import _inflate, _slices, _TooLarge
+from agent.sources.handover import slices
+from agent.sources.otlp_http import _inflate, _TooLarge
 
 BODY = b"an OTLP body " * 1000
 
@@ -55,12 +56,12 @@ def _span(trace: int, index: int) -> Span:
 def test_large_requests_are_handed_over_in_slices_of_whole_traces() -> None:
     spans = [_span(trace, i) for i in range(30) for trace in (1, 2, 3)]  # interleaved traces
     request = DecodedRequest(spans=spans, rejected=["invalid_id"])
-    parts = list(_slices(request, 40))
+    parts = list(slices(request, 40))
     assert [len(p.spans) for p in parts] == [30, 30, 30]
     assert all(len({s.trace_id for s in p.spans}) == 1 for p in parts)
     assert sorted(s.span_id for p in parts for s in p.spans) == sorted(s.span_id for s in spans)
     assert sum(len(p.rejected) for p in parts) == 1
-    assert next(_slices(DecodedRequest(spans=spans[:10]), 40)).spans == spans[:10]
+    assert next(slices(DecodedRequest(spans=spans[:10]), 40)).spans == spans[:10]
 
 
 # -- the receiver on a real socket, with a scripted intake ------------------------------------------
