@@ -54,9 +54,13 @@ def build_inner_judge(settings: Settings, telemetry: Telemetry) -> Judge:
     return LLMJudge(settings.judge_model, options, usage=telemetry)
 
 
-def build_judge(settings: Settings, telemetry: Telemetry, redis: Any = None) -> CachedJudge | RedactingJudge:
+def build_judge(
+    settings: Settings, telemetry: Telemetry, redis: Any = None, *, cached: bool = True
+) -> CachedJudge | RedactingJudge | InstrumentedJudge:
     """The judge metrics use: verdict cache in front of an instrumented local or LLM judge, behind
     redaction of personal data when `settings.redacts` (so cache keys see redacted text only).
+    `cached=False` leaves the cache out (for questions whose answers it does not keep, such as a
+    report's reasons) and nothing else: redaction stays in front.
 
     `healthy()` on the result is False while an LLM judge's circuit breaker is open. Texts are cut
     to `judge_max_text_chars`, and local judges compute in worker threads, off the event loop.
@@ -67,10 +71,11 @@ def build_judge(settings: Settings, telemetry: Telemetry, redis: Any = None) -> 
         offload=settings.judge_is_local,
         on_truncate=telemetry.judge_texts_truncated.inc,
     )
-    judge: Judge = InstrumentedJudge(bounded, telemetry)
-    cached = CachedJudge(judge, build_verdict_cache(settings, telemetry, redis), telemetry)
+    judge: CachedJudge | InstrumentedJudge = InstrumentedJudge(bounded, telemetry)
+    if cached:
+        judge = CachedJudge(judge, build_verdict_cache(settings, telemetry, redis), telemetry)
     if not settings.redacts:
-        return cached
+        return judge
     from agent.redact import RedactionRules, Redactor
 
     rules = RedactionRules(
@@ -79,4 +84,4 @@ def build_judge(settings: Settings, telemetry: Telemetry, redis: Any = None) -> 
         allow=settings.redact_allow,
         phone_regions=settings.redact_phone_regions,
     )
-    return RedactingJudge(cached, Redactor(rules), telemetry)
+    return RedactingJudge(judge, Redactor(rules), telemetry)

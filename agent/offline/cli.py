@@ -125,7 +125,8 @@ async def _score_all(
     from agent.judges.factory import build_judge
     from agent.telemetry import Telemetry
 
-    judge = build_judge(settings, Telemetry(CollectorRegistry()))
+    telemetry = Telemetry(CollectorRegistry())
+    judge = build_judge(settings, telemetry)
     evaluator = OfflineEvaluator(judge, metrics, k=k, concurrency=settings.eval_concurrency)
     scored: list[Scored] = []
     for n, (path, (items, bad)) in enumerate(zip(files, loaded, strict=True)):
@@ -137,7 +138,9 @@ async def _score_all(
         write_summary(target / "summary.json", summaries, items=len(items), bad_lines=len(bad),
                       judge=judge.model, source=str(path))  # fmt: skip
         scored.append(Scored(path, items, bad, results, summaries))
-    await _write_report(judge, scored, metrics, out_dir, comparing)
+    # The report shows the judge's reasons, which the verdict cache does not keep: they come from
+    # the same judge without the cache (still behind redaction), for the few weakest items only.
+    await _write_report(judge, build_judge(settings, telemetry, cached=False), scored, metrics, out_dir, comparing)
     return scored
 
 
@@ -195,13 +198,10 @@ def weakest(
     return [r for _, _, r in sorted(ranked, key=lambda t: (t[0], t[1]))[:n]]
 
 
-async def _write_report(judge: Any, scored: Sequence[Scored], metrics: Sequence[str], out_dir: Path,
-                        comparing: bool) -> None:  # fmt: skip
+async def _write_report(judge: Any, detail_judge: Any, scored: Sequence[Scored], metrics: Sequence[str],
+                        out_dir: Path, comparing: bool) -> None:  # fmt: skip
     from agent.report.evaluation import comparison_section, evaluation_page
 
-    # The report shows the judge's reasons, which the verdict cache does not keep: ask the judge
-    # itself (uncached) about the few weakest items only.
-    detail_judge = getattr(judge, "inner", judge)
     last = scored[-1]
     weak_results = weakest(last.results, metrics)
     details: list[Sequence[VerdictDetail]] = list(

@@ -209,3 +209,29 @@ def test_llm_judge_through_the_same_cache_and_failures_are_not_scores(tmp_path: 
     assert summary["judge"] == "openai/ragpulse-test-judge"
     assert summary["metrics"]["faithfulness"]["count"] == 6
     assert summary["metrics"]["faithfulness"]["errors"] == 0
+
+
+def test_the_reports_judge_details_are_redacted_too(tmp_path: Path) -> None:
+    """The report asks the judge (past the verdict cache, which keeps no reasons) for details of
+    the weakest items; personal data in them must be redacted like every other judge request."""
+    data = tmp_path / "set.jsonl"
+    rows = [
+        {"id": f"q{i}", "question": f"How do I reach support? Ticket {i}",
+         "contexts": ["Support answers at help@shop.example within a day.", "Lyon sits on the Rhone."],
+         "response": f"Write to jane.doe{i}@customer.example or call +33 6 12 34 56 78."}
+        for i in range(4)
+    ]  # fmt: skip
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with FakeLLMServer() as server:
+        env = {
+            "RAGPULSE_JUDGE_MODEL": "openai/ragpulse-test-judge",
+            "RAGPULSE_JUDGE_API_BASE": server.api_base,
+            "RAGPULSE_JUDGE_API_KEY": "test-key",
+        }
+        run = ragpulse_eval(str(data), "--out", str(tmp_path / "out"), env=env)
+        assert run.returncode == 0, run.stderr
+        sent = json.dumps(server.stats.requests)
+    assert (tmp_path / "out" / "report.html").exists()
+    assert server.stats.calls > len(rows)  # scores, and then the report's details
+    for planted in ("help@shop.example", "jane.doe0@customer.example", "12 34 56 78"):
+        assert planted not in sent, f"{planted} reached the judge"
