@@ -418,8 +418,8 @@ def _assemble(trace_id: str, trace: _Trace, labeller: Labeller) -> tuple[list[Ra
         if call.span_id in wrappers:
             continue
         context = _context(call, contexts)
-        if context is None:
-            continue
+        if context is None or not context.parts.chunks:  # type: ignore[union-attr]
+            continue  # no retrieval before it, or one whose text the spans do not carry
         ancestors = lineage[call.span_id]
         query_source = next((a for a in reversed(ancestors) if _asks(a)), None)
         assert call.parts is not None and context.parts is not None and context.parts.chunks

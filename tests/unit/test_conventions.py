@@ -334,10 +334,28 @@ def test_vector_db_hits_without_text_leave_the_chunks_unknown(case: str) -> None
     spans = decoded(recorder.spans())
     unit = assembler()
     out = unit.add(spans)
-    assert out.interactions == [] and out.buffered_spans == 1  # the model call, waiting for context
+    # The search (unknown context) and the model call wait for their trace; nothing is judged.
+    assert out.interactions == [] and out.buffered_spans == 2
     end = unit.flush()
     assert end.interactions == []
-    assert out.skipped + end.skipped == {NOT_RAG: 2, INCOMPLETE: 1}
+    assert out.skipped + end.skipped == {NOT_RAG: 1, INCOMPLETE: 2}
+
+
+def test_a_retrieval_without_text_is_the_context_of_the_calls_after_it() -> None:
+    """retrieve (text) -> model call -> retrieve (no text) -> model call: the second call saw the
+    second retrieval's hits, not the first's; it forms no interaction rather than a wrong one."""
+    recorder = Recorder()
+    with recorder.tracer.start_as_current_span("POST /ask"):
+        vector_db_trace(recorder, *VECTOR_DB_HITS["pinecone"])
+        vector_db_trace(recorder, "pinecone.query", WITHOUT_TEXT["pinecone-no-text"])
+    unit = assembler()
+    out = unit.add(decoded(recorder.spans()))
+    end = unit.flush()
+    interactions = out.interactions + end.interactions
+    (interaction,) = interactions
+    first_call = [s for s in recorder.spans() if s.name == "openai.chat"][0]
+    assert interaction.span_id == format(first_call.context.span_id, "016x")
+    assert [c.content for c in interaction.chunks] == DOCS
 
 
 HOSTILE_METADATA = [

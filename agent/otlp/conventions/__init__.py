@@ -45,6 +45,11 @@ class Role(StrEnum):
     OTHER = "other"
 
 
+# A retrieval's hits are in the span but not their text (ids and scores only): the context of the
+# model call that follows is unknown, and it must not borrow an earlier retrieval's chunks.
+UNKNOWN_CHUNKS: tuple[Chunk, ...] = ()
+
+
 class SpanParts(NamedTuple):
     """The pieces of a RagInteraction one span carries; None means "this span does not say".
 
@@ -69,7 +74,9 @@ class SpanParts(NamedTuple):
         if self.role is Role.LLM:
             return self.response is not None
         if self.role in (Role.RETRIEVER, Role.RERANKER):
-            return bool(self.chunks)
+            # UNKNOWN_CHUNKS too: a retrieval whose text is not in the span still marks where the
+            # context of the model calls after it came from.
+            return self.chunks is not None
         return bool(self.query) or bool(self.chunks)
 
 

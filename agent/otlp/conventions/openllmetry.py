@@ -41,7 +41,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from agent.model import AttributeValue, Chunk, Span
-from agent.otlp.conventions import Role, SpanParts, chunk, identity, parse_json, string_in
+from agent.otlp.conventions import UNKNOWN_CHUNKS, Role, SpanParts, chunk, identity, parse_json, string_in
 
 SPAN_KIND = "traceloop.span.kind"
 _ENTITY_INPUT = "traceloop.entity.input"
@@ -221,14 +221,14 @@ def _hit(name: str, hit: Mapping[str, AttributeValue]) -> Chunk | None:
 
 
 def _result_events(span: Span) -> tuple[Chunk, ...] | None:
-    """The hits in event order (the database's rank order), or None when any hit has no text:
-    the context would be a subset of what the model saw, so it is unknown, never guessed."""
+    """The hits in event order (the database's rank order); UNKNOWN_CHUNKS when any hit has no
+    text (the context would be a subset of what the model saw, so it is unknown, never guessed)."""
     chunks = []
     for event in span.events:
         if event.name in _HIT_EVENTS:
             found = _hit(event.name, event.attributes)
             if found is None:
-                return None
+                return UNKNOWN_CHUNKS
             chunks.append(found)
     return tuple(chunks) if chunks else None
 
