@@ -42,6 +42,7 @@ from agent.otlp.conventions.manual import Manual
 from agent.otlp.conventions.openinference import OpenInference
 from agent.otlp.conventions.openllmetry import OpenLLMetry
 from agent.otlp.decode import _pb_value, decode_request
+from tests.otlp_support import OpenIntake
 
 BATCH = 50
 CHUNKS = 5
@@ -134,20 +135,11 @@ def rate(work: Callable[[], object], seconds: float) -> float:
     return best
 
 
-class CountingIntake:
+class CountingIntake(OpenIntake):
     """Takes every request and counts its spans (what the receivers alone cost)."""
 
     def __init__(self) -> None:
         self.spans = 0
-
-    def accepting(self) -> bool:
-        return True
-
-    def pause_reason(self) -> str | None:
-        return None
-
-    def retry_after_seconds(self) -> float:
-        return 1.0
 
     def accept(self, request: object, source: str) -> int:
         self.spans += len(request.spans)  # type: ignore[attr-defined]

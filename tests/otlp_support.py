@@ -114,3 +114,17 @@ def total(assemblies: Iterable[Assembly]) -> Assembly:
 def set_all(span, attributes: Mapping[str, object]) -> None:  # type: ignore[no-untyped-def]
     for key, value in attributes.items():
         span.set_attribute(key, value)
+
+
+class OpenIntake:
+    """An Intake stand-in that always accepts and never pauses: subclasses say what `accept`,
+    `low_watermark` and `dead_letter` do with what the source hands over."""
+
+    def accepting(self) -> bool:
+        return True
+
+    def pause_reason(self) -> str | None:
+        return None
+
+    def retry_after_seconds(self) -> float:
+        return 1.0

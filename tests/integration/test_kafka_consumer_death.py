@@ -14,6 +14,7 @@ from agent.otlp.decode import DecodedRequest
 from agent.sources.kafka import KafkaSource, KafkaSourceConfig
 from agent.telemetry import Telemetry
 from tests.fixtures.kafka_broker import Broker, broker, produce_raw
+from tests.otlp_support import OpenIntake
 
 pytestmark = pytest.mark.integration
 __all__ = ["broker"]
@@ -21,21 +22,12 @@ __all__ = ["broker"]
 EMPTY_REQUEST = b'{"resourceSpans": []}'
 
 
-class BuggyIntake:
+class BuggyIntake(OpenIntake):
     """An intake with a defect: the first request it is handed raises; later ones are taken."""
 
     def __init__(self) -> None:
         self.handed = 0
         self.dead: list[tuple[str, str]] = []
-
-    def accepting(self) -> bool:
-        return True
-
-    def pause_reason(self) -> str | None:
-        return None
-
-    def retry_after_seconds(self) -> float:
-        return 1.0
 
     def accept(self, request: DecodedRequest, source: str) -> int:
         self.handed += 1

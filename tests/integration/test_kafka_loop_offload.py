@@ -30,7 +30,7 @@ from agent.sources.handover import DECODE_INLINE_BYTES, LoopTurns
 from agent.sources.kafka import KafkaSource, KafkaSourceConfig
 from agent.telemetry import Telemetry
 from tests.fixtures.kafka_broker import Broker, broker, produce_raw
-from tests.otlp_support import Recorder, protobuf
+from tests.otlp_support import OpenIntake, Recorder, protobuf
 from tests.support import Scrape, http_get, openinference_single_span, scrape
 
 pytestmark = pytest.mark.integration
@@ -226,7 +226,7 @@ def test_a_large_undecodable_message_is_dead_lettered_with_its_reason_and_commit
     assert len(details) == 1 and f"{topic}/0@0" in details[0], details
 
 
-class RecordingIntake:
+class RecordingIntake(OpenIntake):
     """Takes every request at once and notes, at each accept, how often the loop ran other work."""
 
     def __init__(self) -> None:
@@ -239,15 +239,6 @@ class RecordingIntake:
         while True:
             self.ticks += 1
             await asyncio.sleep(0)
-
-    def accepting(self) -> bool:
-        return True
-
-    def pause_reason(self) -> str | None:
-        return None
-
-    def retry_after_seconds(self) -> float:
-        return 1.0
 
     def accept(self, request: DecodedRequest, source: str) -> int:
         self.accepts.append((len(request.spans), self.ticks))

@@ -23,6 +23,7 @@ from agent.otlp.decode import DecodedRequest
 from agent.sources.kafka import KafkaSource, KafkaSourceConfig
 from agent.telemetry import Telemetry
 from tests.fixtures.kafka_broker import Broker, broker
+from tests.otlp_support import OpenIntake
 
 pytestmark = pytest.mark.integration
 __all__ = ["broker"]
@@ -33,21 +34,12 @@ WAIT = 60.0
 GROUP_TIMING = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 1000, "max_poll_interval_ms": 10000}
 
 
-class HeldIntake:
+class HeldIntake(OpenIntake):
     """Takes every request; none is finished until `finish()` (its low watermark stays at 0)."""
 
     def __init__(self) -> None:
         self.accepted = 0
         self.finished = False
-
-    def accepting(self) -> bool:
-        return True
-
-    def pause_reason(self) -> str | None:
-        return None
-
-    def retry_after_seconds(self) -> float:
-        return 1.0
 
     def accept(self, request: DecodedRequest, source: str) -> int:
         self.accepted += 1
