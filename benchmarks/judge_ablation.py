@@ -25,7 +25,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agent.judges import local
-from benchmarks.judge_agreement import SETS, SHARE_GRID, SUPPORT_GRID, auroc, f1_of_negatives, faithful, load_cases
+from benchmarks.judge_agreement import (
+    SETS,
+    SHARE_GRID,
+    SUPPORT_GRID,
+    auroc,
+    f1_of_negatives,
+    faithful,
+    load_cases,
+)
 
 Scorer = Callable[[str, str], float]
 
@@ -42,7 +50,9 @@ def support(*, numbers: bool = True, names: bool = True, meta: bool = True, wind
         if window:
             sentence_words = [local.content_words(s) for s in local.sentences(evidence_text)] or [set()]
             spans = range(max(len(sentence_words) - window + 1, 1))
-            value = max(local.coverage(claim_words, set().union(*sentence_words[i : i + window])) for i in spans)
+            value = max(
+                local.coverage(claim_words, set().union(*sentence_words[i : i + window])) for i in spans
+            )
         if numbers and local.numbers(claim) - evidence.numbers:
             value = min(value, 0.25)
         if names:
@@ -79,7 +89,9 @@ def f1(labels: Sequence[int], scores: Sequence[Sequence[float]], rule: tuple[flo
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("data", type=Path, help="the shared data directory (../shared/data)")
     data = parser.parse_args().data
     grid = [(s, r) for s in SUPPORT_GRID for r in SHARE_GRID]

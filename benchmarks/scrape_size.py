@@ -2,11 +2,11 @@
 
 The agent bounds its labels with one budget on (service, route) pairs (`max_label_pairs`, 500;
 `max_label_values`, 100 routes per service; more become `__other__`, agent/labels.py SeriesBudget),
-and drift series for at most `drift_max_series` (2000) (service, route, metric) triples. This fills a real `Telemetry` (the agent's own instruments)
-with every series the pipeline creates for each (service, route) pair it sees: interactions and
-sampled counters, the sample ratio per service, and per metric the evaluations counter, the score
-histogram and the drift gauges. Then it renders the exposition exactly as /metrics does, plain and
-gzipped (Prometheus asks for gzip).
+and drift series for at most `drift_max_series` (2000) (service, route, metric) triples. This
+fills a real `Telemetry` (the agent's own instruments) with every series the pipeline creates
+for each (service, route) pair it sees: interactions and sampled counters, the sample ratio per
+service, and per metric the evaluations counter, the score histogram and the drift gauges. Then
+it renders the exposition exactly as /metrics does, plain and gzipped (Prometheus asks for gzip).
 
     python benchmarks/scrape_size.py
 """

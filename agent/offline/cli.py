@@ -140,7 +140,8 @@ async def _score_all(
         scored.append(Scored(path, items, bad, results, summaries))
     # The report shows the judge's reasons, which the verdict cache does not keep: they come from
     # the same judge without the cache (still behind redaction), for the few weakest items only.
-    await _write_report(judge, build_judge(settings, telemetry, cached=False), scored, metrics, out_dir, comparing)
+    detail_judge = build_judge(settings, telemetry, cached=False)
+    await _write_report(judge, detail_judge, scored, metrics, out_dir, comparing)
     return scored
 
 

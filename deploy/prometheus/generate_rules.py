@@ -334,6 +334,7 @@ def trust_rules(p: RuleParams) -> list[dict[str, Any]]:
     labels flow in. Alerting on an interval bound fires on the true quality with confidence,
     however biased the judge is."""
     objective = p.trust_objective
+    where = "{{ $labels.service }} {{ $labels.route }}"
     estimate = 'ragpulse_quality_estimate{metric="faithfulness", bound="%s"}'
     alerts = [
         {
@@ -341,7 +342,7 @@ def trust_rules(p: RuleParams) -> list[dict[str, Any]]:
             "expr": f"{estimate % 'high'} < {objective}",
             "for": p.trust_below_for,
             "severity": "critical",
-            "summary": f"Faithfulness of {{{{ $labels.service }}}} {{{{ $labels.route }}}} is below {objective}",
+            "summary": f"Faithfulness of {where} is below {objective}",
             "description": "Even the upper end of the 95% interval of true faithfulness is "
             '{{ $value | printf "%.3f" }} (judge scores corrected by human labels). See docs/trust.md.',
         },
@@ -350,7 +351,7 @@ def trust_rules(p: RuleParams) -> list[dict[str, Any]]:
             "expr": f"{estimate % 'low'} < {objective}",
             "for": p.trust_may_be_below_for,
             "severity": "warning",
-            "summary": f"Faithfulness of {{{{ $labels.service }}}} {{{{ $labels.route }}}} may be below {objective}",
+            "summary": f"Faithfulness of {where} may be below {objective}",
             "description": "The lower end of the 95% interval of true faithfulness fell to "
             '{{ $value | printf "%.3f" }}; label more interactions (label_sample_rate) to narrow it, '
             "or investigate. See docs/trust.md.",

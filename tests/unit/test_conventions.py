@@ -353,7 +353,7 @@ def test_a_retrieval_without_text_is_the_context_of_the_calls_after_it() -> None
     end = unit.flush()
     interactions = out.interactions + end.interactions
     (interaction,) = interactions
-    first_call = [s for s in recorder.spans() if s.name == "openai.chat"][0]
+    first_call = next(s for s in recorder.spans() if s.name == "openai.chat")
     assert interaction.span_id == format(first_call.context.span_id, "016x")
     assert [c.content for c in interaction.chunks] == DOCS
 
