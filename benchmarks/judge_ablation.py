@@ -11,8 +11,8 @@ place). Columns per labelled set (RAGTruth QA, ARES, HaluEval QA, as in judge_ag
 --cross): hallucination F1 at the documented rule (s 0.5, r 1.0), F1 at the rule chosen on the two
 other sets (leave one set out), and the AUROC of the weakest claim's support.
 
-The rows reuse the judge's own tokenisation and claim splitting; only the scoring is rebuilt here,
-so the production judge carries no switches.
+The first row is the judge's `support_score`; the others reuse its tokenisation and claim
+splitting and rebuild only the scoring, so the production judge carries no switches.
 """
 
 from __future__ import annotations
@@ -63,7 +63,8 @@ def support(*, numbers: bool = True, names: bool = True, meta: bool = True, wind
 
 
 VARIANTS: dict[str, Scorer] = {
-    "the judge (all rules)": support(),
+    # The judge's own function, so the first row is the judge itself, not a rebuilt copy of it.
+    "the judge (all rules)": lambda claim, text: local.support_score(claim, text),
     "without the number rule": support(numbers=False),
     "without the name rule": support(names=False),
     "without numbers and names": support(numbers=False, names=False),

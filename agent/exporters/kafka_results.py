@@ -1,14 +1,8 @@
 """Publish every evaluated interaction to a Kafka topic as OTLP, beside the trace it scores.
 
-Each message is an ExportTraceServiceRequest holding one `ragpulse.evaluation` span, a child of
-the evaluated span (same trace id, parent = the span the scores belong to), so Jaeger, Phoenix or
-Langfuse behind a Collector's kafka receiver show the scores under the trace. The span carries:
-- one `gen_ai.evaluation.result` event per metric (OpenTelemetry GenAI semantic conventions:
-  `gen_ai.evaluation.name`, `gen_ai.evaluation.score.value`, `gen_ai.evaluation.score.label`,
-  `gen_ai.evaluation.explanation`, `error.type` when the judge failed);
-- OpenInference-style `evaluations.<metric>.{score,label,explanation}` attributes.
-No text of the interaction is included unless `include_text` is set. The resource is marked
-`ragpulse.agent=true`, so ragpulse never ingests its own output again.
+Each message is an ExportTraceServiceRequest holding one `ragpulse.evaluation` span (built by
+agent/exporters/result_spans.py, which says what it carries), so Jaeger, Phoenix or Langfuse
+behind a Collector's kafka receiver show the scores under the trace.
 """
 
 from __future__ import annotations

@@ -230,7 +230,7 @@ class CachedJudge(JudgeWrapper):
             try:
                 answered = await self._inner.assess_chunks(query, answer, [chunks[i] for i in missing])
             except JudgeError as exc:
-                if exc.partial is not None:
+                if exc.partial:
                     kept = {missing[j]: a for j, a in exc.partial.chunks.items()}
                     await self._cache.set_many(self._chunk_entries(kept, relevance_keys, useful_keys))
                 raise

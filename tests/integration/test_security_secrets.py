@@ -12,13 +12,11 @@ from collections.abc import Iterator
 
 import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.export import SpanExportResult
 
 from tests.fakes.llm_server import FakeLLMServer
-from tests.support import ROOT, AgentProcess, free_port, http_get, openinference_single_span
+from tests.integration.test_security_endpoints import spans
+from tests.support import ROOT, AgentProcess, free_port, http_get
 
 pytestmark = pytest.mark.integration
 
@@ -84,17 +82,8 @@ def test_debug_logs_metrics_and_redis_errors_never_show_secrets(judge_server: Fa
     )
     try:
         agent.wait_ready(timeout=60)
-        memory = InMemorySpanExporter()
-        provider = TracerProvider(resource=Resource.create({"service.name": "rag-app"}))
-        provider.add_span_processor(SimpleSpanProcessor(memory))
-        openinference_single_span(
-            provider.get_tracer("tests"),
-            query="What is the capital of France?",
-            chunks=["Paris is the capital of France."],
-            response="The capital of France is Paris.",
-        )
         exporter = OTLPSpanExporter(endpoint=agent.traces_url)
-        assert exporter.export(memory.get_finished_spans()) is SpanExportResult.SUCCESS
+        assert exporter.export(spans()) is SpanExportResult.SUCCESS
         exporter.shutdown()
         scrape = agent.wait_for(lambda s: s.total("ragpulse_evaluations_total") == 4, timeout=90)
         assert scrape.total("ragpulse_evaluations_total", outcome="ok") == 4
