@@ -56,13 +56,26 @@ _META_WORDS = """
     passage passages provided given based answer answers question questions information context
     unable mention mentioned mentions hope helps let know note according summary overall
     """.split()  # noqa: SIM905
+# Connectives order an answer's claims; they are not part of what a claim says.
+_CONNECTIVES = """
+    however therefore thus hence moreover furthermore additionally whereas nevertheless nonetheless
+    ultimately
+    """.split()  # noqa: SIM905
 # Assent, refusal and hedges: "Yes.", "Sure!", "Sorry, I don't know." assert nothing checkable.
 _NON_ASSERTING = """
     yes yeah yep nope sure ok okay maybe perhaps correct incorrect true false right wrong indeed
     absolutely definitely certainly sorry thank thanks hello hi don doesn didn isn aren wasn
     t s ll re ve d m
     """.split()  # noqa: SIM905
-META_WORDS = frozenset(map(_fold, _META_WORDS + _NON_ASSERTING))
+META_WORDS = frozenset(map(_fold, _META_WORDS + _CONNECTIVES + _NON_ASSERTING))
+# "The passages do not mention X.", "The provided information lacks Y.": what the sources lack is
+# said of the sources, not of the world, so such a sentence is no claim to check against them.
+_THE_SOURCES = re.compile(
+    r"\b(?:passages?|contexts?|documents?|sources?)\b"
+    r"|\b(?:given|provided) (?:information|texts?|articles?)\b",
+    re.I,
+)
+_ABSENCE = re.compile(r"\b(?:not|no|nor|unable|cannot|neither|without|lacks?)\b|n't\b", re.I)
 
 
 def content_words(text: str) -> set[str]:
@@ -136,10 +149,14 @@ def support_score(claim: str, evidence: str | Evidence) -> float:
 def claims(text: str) -> list[str]:
     """A text's claims: its sentences, without list markers, that say something about the world
     (at least one content word that is not about the sources: "Based on the passages, ..." and
-    "Unable to answer based on given passages." are no claims)."""
+    "Unable to answer based on given passages." are no claims). A lead-in ending in a colon
+    ("Here are the steps:") introduces claims and is none, and neither is a sentence saying what
+    the sources do not contain ("The passages do not mention the oven's temperature.")."""
     found = []
     for sentence in sentences(text):
         body = _ENUMERATOR.sub("", sentence).strip()
+        if body.endswith(":") or (_THE_SOURCES.search(body) and _ABSENCE.search(body)):
+            continue
         if content_words(_REFERENCE.sub(" ", body)) - META_WORDS:
             found.append(body)
     return found
@@ -237,7 +254,7 @@ class LexicalJudge:
         self._support_threshold = support_threshold
 
     def prompt_version(self, kind: str) -> str:
-        return f"lexical-{kind}-v2"
+        return f"lexical-{kind}-v3"
 
     async def assess_chunks(
         self, query: str, answer: str | None, chunks: Sequence[str]

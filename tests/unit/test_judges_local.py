@@ -88,3 +88,31 @@ def test_a_short_answer_that_asserts_something_is_still_judged() -> None:
     assert [c.supported.value for c in claims] == [True]
     claims = asyncio.run(judge.check_response("When?", "Yes, in 1952.", ["It was completed in 1931."]))
     assert [c.supported.value for c in claims] == [False]
+
+
+def test_lead_ins_and_what_the_sources_lack_are_no_claims() -> None:
+    response = (
+        "Based on the given passages, here are the steps to fry chicken in the oven:\n"
+        "1. Preheat the oven to 425 degrees.\n"
+        "2. Coat the chicken in flour.\n"
+        "The passages do not mention how long to bake it. "
+        "The provided information lacks a sauce recipe. "
+        "Therefore, the chicken is crisp."
+    )
+    assert local.claims(response) == [
+        "Preheat the oven to 425 degrees.",
+        "Coat the chicken in flour.",
+        "Therefore, the chicken is crisp.",
+    ]
+    # A negation alone, or the sources alone, does not make a sentence about the sources' gaps.
+    assert local.claims("The oven does not need oil. Passage 2 says to bake it for 20 minutes.") == [
+        "The oven does not need oil.",
+        "Passage 2 says to bake it for 20 minutes.",
+    ]
+
+
+def test_connectives_are_not_what_a_claim_says() -> None:
+    evidence = "Preheat the oven to 425 degrees. Coat the chicken in flour."
+    # "therefore" is not in the evidence, and no longer counts against the claim.
+    assert local.support_score("Therefore, coat the chicken in flour.", evidence) == 1.0
+    assert local.support_score("However, coat the fish in flour.", evidence) == pytest.approx(2 / 3)

@@ -115,7 +115,7 @@ def test_context_precision_metric_with_the_lexical_judge(pattern: tuple[int, ...
     result = run(ContextPrecision().evaluate(interaction(chunks), LexicalJudge()))
     assert result.outcome is Outcome.OK
     assert result.value == pytest.approx(expected, abs=1e-4)
-    assert result.judge == "lexical" and result.prompt_version == "lexical-assess_chunks-v2"
+    assert result.judge == "lexical" and result.prompt_version == "lexical-assess_chunks-v3"
 
 
 def test_context_precision_is_undefined_without_chunks_or_response() -> None:
