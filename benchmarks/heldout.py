@@ -37,6 +37,7 @@ import json
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 from prometheus_client import CollectorRegistry
 
@@ -58,28 +59,36 @@ ARES_LABELS = {
 }
 
 
-def load_ragtruth(path: Path) -> dict[str, list[Case]]:
-    """Faithfulness cases per half ('dev', 'test'), the shared sample's questions left out."""
+def ragtruth_halves(path: Path) -> dict[str, list[dict[str, Any]]]:
+    """The file's questions per half ('dev', 'test'), the shared sample's questions left out."""
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     questions = sorted(
         (r for r in rows if str(r["source_id"]) not in SHARED_SAMPLE_SOURCES),
         key=lambda r: int(r["source_id"]),
     )
-    halves: dict[str, list[Case]] = {"dev": [], "test": []}
-    for n, row in enumerate(questions):
-        source = row["source"]
-        passages = tuple(p.strip() for p in _PASSAGE_HEADER.split(source["passages"]) if p.strip())
-        for answer in row["responses"]:
-            halves["dev" if n % 2 == 0 else "test"].append(
-                Case(
-                    "faithfulness",
-                    int(not answer["labels"]),
-                    source["question"],
-                    passages,
-                    answer["response"],
-                )
+    return {"dev": questions[0::2], "test": questions[1::2]}
+
+
+def passages(question: dict[str, Any]) -> tuple[str, ...]:
+    return tuple(p.strip() for p in _PASSAGE_HEADER.split(question["source"]["passages"]) if p.strip())
+
+
+def load_ragtruth(path: Path) -> dict[str, list[Case]]:
+    """Faithfulness cases per half: one per response, labelled 1 when it has no human span."""
+    return {
+        half: [
+            Case(
+                "faithfulness",
+                int(not answer["labels"]),
+                q["source"]["question"],
+                passages(q),
+                answer["response"],
             )
-    return halves
+            for q in questions
+            for answer in q["responses"]
+        ]
+        for half, questions in ragtruth_halves(path).items()
+    }
 
 
 def load_ares(path: Path) -> list[Case]:

@@ -1,6 +1,6 @@
 """Which of the lexical judge's claim checks carry over between labelled sets: an ablation.
 
-    python benchmarks/judge_ablation.py ../shared/data
+    python benchmarks/judge_ablation.py ../shared/data [--ragtruth RAGTRUTH_QA_JSONL]
 
 The lexical judge's claim support (agent/judges/local.py) is content-word coverage plus three
 rules: a number the evidence lacks caps the score at 0.25, each capitalised name it lacks halves
@@ -9,7 +9,10 @@ or replaces the bag of all evidence words by the best window of consecutive evid
 (a claim whose words are scattered over the evidence is less supported than one found in one
 place). Columns per labelled set (RAGTruth QA, ARES, HaluEval QA, as in judge_agreement.py
 --cross): hallucination F1 at the documented rule (s 0.5, r 1.0), F1 at the rule chosen on the two
-other sets (leave one set out), and the AUROC of the weakest claim's support.
+other sets (leave one set out), and the AUROC of the weakest claim's support. With --ragtruth (the
+public file benchmarks/heldout.py reads), a fourth column gives the same on the held-out RAGTruth
+dev half (388 responses to questions the rules were not written on), its "others" rule chosen on
+the three shared sets.
 
 The first row is the judge's `support_score`; the others reuse its tokenisation and claim
 splitting and rebuild only the scoring, so the production judge carries no switches.
@@ -25,6 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agent.judges import local
+from benchmarks.heldout import load_ragtruth
 from benchmarks.judge_agreement import (
     SETS,
     SHARE_GRID,
@@ -35,18 +39,28 @@ from benchmarks.judge_agreement import (
     load_cases,
 )
 
-Scorer = Callable[[str, str], float]
+# (claim, evidence text, question) -> support in [0, 1]
+Scorer = Callable[[str, str, str], float]
 
 
-def support(*, numbers: bool = True, names: bool = True, meta: bool = True, window: int = 0) -> Scorer:
-    def score(claim: str, evidence_text: str) -> float:
+def support(
+    *,
+    numbers: bool = True,
+    names: bool = True,
+    meta: bool = True,
+    window: int = 0,
+    question_given: bool = False,
+) -> Scorer:
+    def score(claim: str, evidence_text: str, question: str) -> float:
         claim_words = local.content_words(local._REFERENCE.sub(" ", claim))
         if meta:
             claim_words -= local.META_WORDS
         if not claim_words:
             return 1.0
         evidence = local.Evidence.of(evidence_text)
-        value = local.coverage(claim_words, evidence.words)
+        # A claim restating the question ("To fry chicken in the oven, ...") takes its words as given.
+        given = evidence.words | local.content_words(question) if question_given else evidence.words
+        value = local.coverage(claim_words, given)
         if window:
             sentence_words = [local.content_words(s) for s in local.sentences(evidence_text)] or [set()]
             spans = range(max(len(sentence_words) - window + 1, 1))
@@ -64,23 +78,37 @@ def support(*, numbers: bool = True, names: bool = True, meta: bool = True, wind
 
 VARIANTS: dict[str, Scorer] = {
     # The judge's own function, so the first row is the judge itself, not a rebuilt copy of it.
-    "the judge (all rules)": lambda claim, text: local.support_score(claim, text),
+    "the judge (all rules)": lambda claim, text, _: local.support_score(claim, text),
     "without the number rule": support(numbers=False),
     "without the name rule": support(names=False),
     "without numbers and names": support(numbers=False, names=False),
     "plain coverage (no rules)": support(numbers=False, names=False, meta=False),
     "best window of 1 sentence": support(window=1),
     "best window of 3 sentences": support(window=3),
+    "the question's words as given": support(question_given=True),
 }
 
 
-def claim_scores(scorer: Scorer, data: Path) -> dict[str, tuple[list[int], list[list[float]]]]:
+HELD_OUT = "RAGTruth dev"
+
+
+def claim_scores(
+    scorer: Scorer, data: Path, ragtruth: Path | None
+) -> dict[str, tuple[list[int], list[list[float]]]]:
+    sets = {
+        name: [c for c in load_cases(data / relative)[1] if c.metric == "faithfulness"]
+        for name, relative in SETS.items()
+    }
+    if ragtruth is not None:
+        sets[HELD_OUT] = load_ragtruth(ragtruth)["dev"]
     scored = {}
-    for name, relative in SETS.items():
-        cases = [c for c in load_cases(data / relative)[1] if c.metric == "faithfulness"]
+    for name, cases in sets.items():
         scored[name] = (
             [c.label for c in cases],
-            [[scorer(claim, "\n".join(c.chunks)) for claim in local.claims(c.response)] for c in cases],
+            [
+                [scorer(claim, "\n".join(c.chunks), c.query) for claim in local.claims(c.response)]
+                for c in cases
+            ],
         )
     return scored
 
@@ -94,15 +122,16 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("data", type=Path, help="the shared data directory (../shared/data)")
-    data = parser.parse_args().data
+    parser.add_argument("--ragtruth", type=Path, help="FaithJudge's eval_data/ragtruth_qa.jsonl (held out)")
+    args = parser.parse_args()
     grid = [(s, r) for s in SUPPORT_GRID for r in SHARE_GRID]
-    names = list(SETS)
+    names = list(SETS) + ([HELD_OUT] if args.ragtruth else [])
     print(f"{'variant':<28}" + "".join(f"{n + ': doc / others / AUROC':>36}" for n in names))
     for label, scorer in VARIANTS.items():
-        scored = claim_scores(scorer, data)
+        scored = claim_scores(scorer, args.data, args.ragtruth)
         cells = []
         for target in names:
-            others = [n for n in names if n != target]
+            others = [n for n in SETS if n != target]
             rule = max(grid, key=lambda g: sum(f1(*scored[n], g) for n in others))
             labels, scores = scored[target]
             weakest = [min(s, default=1.0) for s in scores]

@@ -76,3 +76,28 @@ def test_ares_reads_quoted_multi_line_pages_and_three_labels_per_row(tmp_path: P
         ("answer_relevancy", 1),
     ]
     assert cases[0].chunks == (page,) and cases[0].response == "It copies metadata."
+
+
+def test_the_ceiling_labels_claims_by_span_and_its_fit_learns_the_sign(tmp_path: Path) -> None:
+    import numpy as np
+
+    from benchmarks.lexical_ceiling import Claims, cross_validated, fit
+
+    question = _question(10, False, True)
+    claims = Claims([question], encoder=None)
+    # "Tower is 500 metres tall." overlaps the span "500"; the right answer's claim does not.
+    assert claims.labels == [0, 1]
+    assert claims.responses == [(0, 0, [0]), (0, 1, [1])]
+    assert claims.features[1][3] == 1.0  # states a number the passages lack
+    assert claims.judge_suspicion[1] > claims.judge_suspicion[0]
+
+    rng = np.random.default_rng(7)
+    x = rng.normal(size=(400, 2))
+    y = (x[:, 0] - 0.5 * x[:, 1] > 0).astype(float)
+    w = fit(x, y, l2=1.0)
+    assert w[0] > 0 > w[1]
+    many = Claims([_question(n, *(n % 3 == 0, False, True)) for n in range(1, 16)], encoder=None)
+    probability = cross_validated(many, l2=1.0)
+    hallucinated = [p for p, label in zip(probability, many.labels, strict=True) if label]
+    right = [p for p, label in zip(probability, many.labels, strict=True) if not label]
+    assert min(hallucinated) > max(right)
