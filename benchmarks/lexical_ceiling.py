@@ -76,7 +76,7 @@ class Claims:
             sentence_vectors = _unit(encoder.encode(evidence_sentences)) if encoder else None
             for answer in question["responses"]:
                 response, spans = answer["response"], answer["labels"]
-                found = [c for c in local.claims(response) if local.content_words(c) - local.META_WORDS]
+                found = local.claims(response)  # each has a content word that is not about the sources
                 vectors = _unit(encoder.encode(found)) if encoder and found else None
                 ids, cursor = [], 0
                 for n, claim in enumerate(found):
