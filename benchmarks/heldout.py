@@ -22,9 +22,10 @@ Neither file is part of this repository; both are public:
   of them is among the shared ARES sample's 50 rows.
 
 RAGTruth: per half, the responses, the hallucinated ones, hallucination F1 (positive class:
-hallucinated) at the documented rule (faithful iff every claim is supported), its precision and
-recall, and the AUROC of the weakest claim's support score (no rule). ARES: per metric, the
-items, the positives, and the AUROC of the metric value and of the judge's graded score, as
+hallucinated) at the documented rule (faithful iff every claim is supported) with its percentile
+bootstrap 95% interval (2000 resamples of whole questions), its precision and recall, and the
+AUROC of the weakest claim's support score (no rule). ARES: per metric, the items, the
+positives, and the AUROC of the metric value and of the judge's graded score, as
 benchmarks/judge_agreement.py computes them.
 """
 
@@ -34,8 +35,10 @@ import argparse
 import asyncio
 import csv
 import json
+import random
 import re
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -125,18 +128,40 @@ async def ragtruth_row(judge: Judge, name: str, cases: list[Case]) -> str:
     caught = sum(1 for y, p in zip(labels, predicted, strict=True) if not y and not p)
     precision = caught / flagged if flagged else None
     recall = caught / hallucinated if hallucinated else None
+    low, high = f1_interval([c.query for c in cases], labels, predicted)
     return (
         f"{name:<6} {len(cases):>9} {hallucinated:>12} {_number(f1_of_negatives(labels, predicted))} "
-        f"{_number(precision):>9} {_number(recall):>6} {_number(auroc(labels, weakest))}"
+        f"{low:>6.3f}–{high:.3f} {_number(precision):>9} {_number(recall):>6} "
+        f"{_number(auroc(labels, weakest))}"
     )
+
+
+def f1_interval(
+    questions: Sequence[str], labels: Sequence[int], predicted: Sequence[int], resamples: int = 2000
+) -> tuple[float, float]:
+    """Percentile bootstrap 95% interval of the hallucination F1, resampling whole questions: the
+    responses to one question are judged against the same passages and are not independent."""
+    by_question: dict[str, list[tuple[int, int]]] = {}
+    for question, label, guess in zip(questions, labels, predicted, strict=True):
+        by_question.setdefault(question, []).append((label, guess))
+    groups = list(by_question.values())
+    rng = random.Random(0)
+    draws = []
+    for _ in range(resamples):
+        picked = [pair for group in rng.choices(groups, k=len(groups)) for pair in group]
+        value = f1_of_negatives([y for y, _ in picked], [p for _, p in picked])
+        if value is not None:
+            draws.append(value)
+    draws.sort()
+    return draws[int(0.025 * len(draws))], draws[int(0.975 * len(draws)) - 1]
 
 
 async def ragtruth(judge: Judge, path: Path, split: str) -> None:
     halves = load_ragtruth(path)
     halves["all"] = halves["dev"] + halves["test"]
     print(f"RAGTruth QA, held out; judge: {judge.model}; rule: faithful iff every claim is supported")
-    header = f"{'half':<6} {'responses':>9} {'hallucinated':>12} {'F1':>7} {'precision':>9} {'recall':>6}"
-    print(f"{header} {'AUROC':>7}")
+    columns = f"{'F1':>7} {'95% CI':>13} {'precision':>9} {'recall':>6} {'AUROC':>7}"
+    print(f"{'half':<6} {'responses':>9} {'hallucinated':>12} {columns}")
     for name in ["dev", "test", "all"] if split == "every" else [split]:
         print(await ragtruth_row(judge, name, halves[name]))
 

@@ -54,8 +54,9 @@ def test_ragtruth_leaves_out_the_shared_sample_and_splits_by_question(tmp_path: 
     assert [c.label for c in halves["test"]] == [0, 0]
     assert halves["dev"][0].chunks == ("Tower 10 is 300 metres tall.", "It opened in 1889.")
     row = asyncio.run(ragtruth_row(LexicalJudge(), "dev", halves["dev"]))
-    # The one hallucinated response (500 metres) is the one flagged: F1, precision, recall 1.
-    assert row.split() == ["dev", "3", "1", "1.000", "1.000", "1.000", "1.000"]
+    # The one hallucinated response (500 metres) is the one flagged: F1, precision, recall 1, and
+    # every resample of the questions that holds it agrees.
+    assert row.split() == ["dev", "3", "1", "1.000", "1.000–1.000", "1.000", "1.000", "1.000"]
 
 
 def test_ares_reads_quoted_multi_line_pages_and_three_labels_per_row(tmp_path: Path) -> None:
@@ -101,3 +102,13 @@ def test_the_ceiling_labels_claims_by_span_and_its_fit_learns_the_sign(tmp_path:
     hallucinated = [p for p, label in zip(probability, many.labels, strict=True) if label]
     right = [p for p, label in zip(probability, many.labels, strict=True) if not label]
     assert min(hallucinated) > max(right)
+
+
+def test_the_f1_interval_resamples_whole_questions() -> None:
+    from benchmarks.heldout import f1_interval
+
+    # Question a: both hallucinated responses caught; question b: both missed. F1 over both is
+    # 2/3, and resampling questions (aa, ab, bb) spans 0 to 1: responses of one question move together.
+    low, high = f1_interval(["a", "a", "b", "b"], [0, 0, 0, 0], [0, 0, 1, 1])
+    assert (low, high) == (0.0, 1.0)
+    assert f1_interval(["a", "b"], [0, 1], [0, 1]) == (1.0, 1.0)
