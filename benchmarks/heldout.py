@@ -110,19 +110,11 @@ def _number(value: float | None) -> str:
 
 
 async def ragtruth_row(judge: Judge, name: str, cases: list[Case]) -> str:
-    checked = await asyncio.gather(*(judge.check_response(c.query, c.response, c.chunks) for c in cases))
+    # judge_agreement.score: the faithfulness value (1.0 without claims) and the weakest claim's support.
+    scored = await asyncio.gather(*(score(judge, c) for c in cases))
     labels = [c.label for c in cases]
-    predicted = [int(all(v.supported.value for v in claims)) for claims in checked]
-    weakest = [
-        min(
-            (
-                v.supported.score if v.supported.score is not None else float(v.supported.value)
-                for v in claims
-            ),
-            default=1.0,
-        )
-        for claims in checked
-    ]
+    predicted = [int(value is not None and value >= 1.0) for value, _ in scored]
+    weakest = [1.0 if graded is None else graded for _, graded in scored]
     flagged = sum(1 - p for p in predicted)
     hallucinated = sum(1 - y for y in labels)
     caught = sum(1 for y, p in zip(labels, predicted, strict=True) if not y and not p)

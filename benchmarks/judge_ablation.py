@@ -140,7 +140,9 @@ def main() -> None:
                 f"{auroc(labels, weakest) or 0.0:.3f}"
             )
         print(f"{label:<28}" + "".join(f"{c:>36}" for c in cells))
-    print("doc: F1 at the documented rule (0.5, 1.0); others: F1 at the rule chosen on the two other sets")
+    print(
+        "doc: F1 at the documented rule (0.5, 1.0); others: F1 at the rule chosen on the other shared samples"
+    )
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ import argparse
 import math
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -59,50 +60,46 @@ def claim_features(
     ]
 
 
+@dataclass(frozen=True)
 class Claims:
     """Every claim of the dev half: features, span label, and which response and question it is in."""
 
-    def __init__(self, questions: list[dict[str, Any]], encoder: Any | None) -> None:
-        rows: list[list[float]] = []
-        self.labels: list[int] = []
-        self.judge_suspicion: list[float] = []  # 1 - the lexical judge's own support score
-        self.responses: list[tuple[int, int, list[int]]] = []  # (question, hallucinated, claim rows)
-        for q, question in enumerate(questions):
-            text = "\n".join(passages(question))
-            evidence = local.Evidence.of(text)
-            question_words = local.content_words(question["source"]["question"])
-            evidence_sentences = local.sentences(text)
-            sentence_words = [local.content_words(s) for s in evidence_sentences]
-            sentence_vectors = _unit(encoder.encode(evidence_sentences)) if encoder else None
-            for answer in question["responses"]:
-                response, spans = answer["response"], answer["labels"]
-                found = local.claims(response)  # each has a content word that is not about the sources
-                vectors = _unit(encoder.encode(found)) if encoder and found else None
-                ids, cursor = [], 0
-                for n, claim in enumerate(found):
-                    start = response.find(claim, cursor)
-                    start = cursor if start < 0 else start
-                    cursor = start + len(claim)
-                    features = claim_features(claim, evidence, question_words, sentence_words)
-                    if vectors is not None and sentence_vectors is not None:
-                        features += _embedding_features(vectors[n], sentence_vectors)
-                    rows.append(features)
-                    self.judge_suspicion.append(1 - local.support_score(claim, evidence))
-                    self.labels.append(int(any(s["start"] < cursor and s["end"] > start for s in spans)))
-                    ids.append(len(rows) - 1)
-                self.responses.append((q, int(bool(spans)), ids))
-        self.features = np.array(rows, dtype=float)
+    features: Any  # one row per claim
+    labels: list[int]  # 1: the claim overlaps a human span
+    judge_suspicion: list[float]  # 1 - the lexical judge's own support score
+    responses: list[tuple[int, int, list[int]]]  # (question, hallucinated, claim rows)
 
-    def with_columns(self, columns: slice) -> Claims:
-        """The same claims with only some of the features."""
-        subset = Claims([], None)
-        subset.labels, subset.responses, subset.judge_suspicion = (
-            self.labels,
-            self.responses,
-            self.judge_suspicion,
-        )
-        subset.features = self.features[:, columns]
-        return subset
+
+def collect_claims(questions: list[dict[str, Any]], encoder: Any | None) -> Claims:
+    rows: list[list[float]] = []
+    labels: list[int] = []
+    suspicion: list[float] = []
+    responses: list[tuple[int, int, list[int]]] = []
+    for q, question in enumerate(questions):
+        text = "\n".join(passages(question))
+        evidence = local.Evidence.of(text)
+        question_words = local.content_words(question["source"]["question"])
+        evidence_sentences = local.sentences(text)
+        sentence_words = [local.content_words(s) for s in evidence_sentences]
+        sentence_vectors = _unit(encoder.encode(evidence_sentences)) if encoder else None
+        for answer in question["responses"]:
+            response, spans = answer["response"], answer["labels"]
+            found = local.claims(response)  # each has a content word that is not about the sources
+            vectors = _unit(encoder.encode(found)) if encoder and found else None
+            ids, cursor = [], 0
+            for n, claim in enumerate(found):
+                start = response.find(claim, cursor)
+                start = cursor if start < 0 else start
+                cursor = start + len(claim)
+                features = claim_features(claim, evidence, question_words, sentence_words)
+                if vectors is not None and sentence_vectors is not None:
+                    features += _embedding_features(vectors[n], sentence_vectors)
+                rows.append(features)
+                suspicion.append(1 - local.support_score(claim, evidence))
+                labels.append(int(any(s["start"] < cursor and s["end"] > start for s in spans)))
+                ids.append(len(rows) - 1)
+            responses.append((q, int(bool(spans)), ids))
+    return Claims(np.array(rows, dtype=float), labels, suspicion, responses)
 
 
 def _unit(vectors: Any) -> Any:
@@ -174,14 +171,14 @@ def main() -> None:
         from agent.judges.embedding import MiniLMEncoder
 
         encoder = MiniLMEncoder()
-    claims = Claims(questions, encoder)
+    claims = collect_claims(questions, encoder)
     print(
         f"RAGTruth dev (held out): {len(claims.responses)} responses, {len(claims.labels)} claims, "
         f"{sum(claims.labels)} overlapping a human span; {FOLDS}-fold cross-validation by question"
     )
     print(f"{'features':<34} {'claim AUROC':>11} {'response AUROC':>14} {'best F1':>8}")
     print(report("the judge's rules (no fit)", claims, claims.judge_suspicion))
-    lexical = claims.with_columns(slice(0, 7))
+    lexical = replace(claims, features=claims.features[:, :7])
     print(report("lexical (7), fitted", lexical, cross_validated(lexical, l2=1.0)))
     if encoder is not None:
         for l2 in (10.0, 100.0):

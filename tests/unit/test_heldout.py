@@ -82,10 +82,10 @@ def test_ares_reads_quoted_multi_line_pages_and_three_labels_per_row(tmp_path: P
 def test_the_ceiling_labels_claims_by_span_and_its_fit_learns_the_sign(tmp_path: Path) -> None:
     import numpy as np
 
-    from benchmarks.lexical_ceiling import Claims, cross_validated, fit
+    from benchmarks.lexical_ceiling import collect_claims, cross_validated, fit
 
     question = _question(10, False, True)
-    claims = Claims([question], encoder=None)
+    claims = collect_claims([question], encoder=None)
     # "Tower is 500 metres tall." overlaps the span "500"; the right answer's claim does not.
     assert claims.labels == [0, 1]
     assert claims.responses == [(0, 0, [0]), (0, 1, [1])]
@@ -97,7 +97,7 @@ def test_the_ceiling_labels_claims_by_span_and_its_fit_learns_the_sign(tmp_path:
     y = (x[:, 0] - 0.5 * x[:, 1] > 0).astype(float)
     w = fit(x, y, l2=1.0)
     assert w[0] > 0 > w[1]
-    many = Claims([_question(n, *(n % 3 == 0, False, True)) for n in range(1, 16)], encoder=None)
+    many = collect_claims([_question(n, *(n % 3 == 0, False, True)) for n in range(1, 16)], encoder=None)
     probability = cross_validated(many, l2=1.0)
     hallucinated = [p for p, label in zip(probability, many.labels, strict=True) if label]
     right = [p for p, label in zip(probability, many.labels, strict=True) if not label]
