@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from agent.throttled_log import ThrottledLog
+from agent.infra.throttled_log import ThrottledLog
 
 log = logging.getLogger(__name__)
 

@@ -12,8 +12,8 @@ from typing import Any
 
 from agent import __version__
 from agent.config import ConfigError, Settings, describe_settings, display_settings, load_settings
-from agent.logging_setup import configure_logging
-from agent.secrets import mask
+from agent.infra.logging_setup import configure_logging
+from agent.infra.secrets import mask
 from agent.trust.cli import add_commands as add_trust_commands
 
 log = logging.getLogger("ragpulse")
@@ -69,7 +69,12 @@ def _settings(args: argparse.Namespace) -> Settings:
         if not sep:
             raise ConfigError(f"--set expects NAME=VALUE, got {item!r}")
         overrides[name.strip().replace("-", "_")] = value
-    return load_settings(config_file=args.config, overrides=overrides)
+    settings = load_settings(config_file=args.config, overrides=overrides)
+    # What only the rest of ragpulse can check (metric names, keep rules, ...), before any command.
+    from agent.build import check_settings
+
+    check_settings(settings)
+    return settings
 
 
 def _check_protobuf_backend() -> None:
@@ -85,7 +90,7 @@ def _check_protobuf_backend() -> None:
 
 
 async def _run(settings: Settings) -> None:
-    from agent.pipeline import build_agent
+    from agent.build import build_agent
 
     agent = build_agent(settings)
     stop = asyncio.Event()
@@ -96,11 +101,13 @@ async def _run(settings: Settings) -> None:
     log.info(
         "ragpulse %s running (judge=%s, sample_rate=%s)",
         __version__,
-        settings.judge_model,
-        settings.sample_rate,
+        settings.judge.model,
+        settings.sampling.rate,
     )
     await stop.wait()
-    log.info("stopping: finishing in-flight evaluations (up to %.0fs)", settings.shutdown_timeout_seconds)
+    log.info(
+        "stopping: finishing in-flight evaluations (up to %.0fs)", settings.pipeline.shutdown_timeout_seconds
+    )
     await agent.shutdown()
     log.info("stopped")
 

@@ -1,22 +1,39 @@
-"""Every setting of ragpulse, in one typed, frozen object.
+"""Every setting of ragpulse, in one typed, frozen object grouped in sections.
 
 Settings come from, in increasing precedence: defaults here, an optional YAML file
 (`--config` or `RAGPULSE_CONFIG`), `RAGPULSE_<NAME>` environment variables, and command-line
-flags. The YAML file may nest sections (`kafka: {topic: x}` is `kafka_topic`). Everything is
-validated once at start-up; an error names the bad setting and where it came from.
+flags. Each setting has one flat name (`kafka_topic`), which is its environment variable
+(`RAGPULSE_KAFKA_TOPIC`), its `--set` name and a YAML key; in YAML it may also sit in its section
+(`kafka: {topic: x}`). In code it is read as `settings.kafka.topic`, and only by the composition
+root (agent/build.py) and the CLI commands.
+
+This module checks the shape of every value (types, ranges, HOST:PORT, URLs). What needs the
+rest of ragpulse to check (metric names, keep rules, redaction patterns, calibration files) is
+checked by agent/build.py, which raises the same `ConfigError`.
 """
 
 from __future__ import annotations
 
 import difflib
+import json
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 ENV_PREFIX = "RAGPULSE_"
 CONFIG_ENV = "RAGPULSE_CONFIG"
@@ -38,177 +55,398 @@ class ConfigError(ValueError):
     """A setting is missing, unknown or invalid; the message names it and says what to do."""
 
 
-def _split_host_port(value: str) -> tuple[str, int]:
+def split_host_port(value: str) -> tuple[str, int]:
     host, sep, port = value.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
         raise ValueError(f"expected HOST:PORT (e.g. 127.0.0.1:4318), got {value!r}")
     return host.strip("[]"), int(port)
 
 
-class Settings(BaseModel):
-    """ragpulse configuration. Field names are the YAML keys; env vars are RAGPULSE_<NAME>."""
+def _prefixed(prefix: str) -> Callable[[str], str]:
+    return lambda name: prefix + name
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
-    source: Literal["otlp-http", "kafka"] = Field(
-        "otlp-http",
-        description="Where spans come from: otlp-http (embedded receiver) or kafka (consumer group).",
+def _section(prefix: str) -> ConfigDict:
+    # The alias of a field is its flat name (environment variable without RAGPULSE_, --set name).
+    return ConfigDict(frozen=True, extra="forbid", populate_by_name=True, alias_generator=_prefixed(prefix))
+
+
+class ServerSettings(BaseModel):
+    """The HTTP server of /metrics, /healthz and /readyz."""
+
+    model_config = _section("metrics_")
+
+    listen: str = Field("127.0.0.1:9464", description="HOST:PORT serving /metrics, /healthz and /readyz.")
+    web_config_file: str | None = Field(
+        None,
+        description="Prometheus web configuration file (tls_server_config, basic_auth_users) for "
+        "/metrics, /healthz and /readyz.",
     )
-    otlp_listen: str = Field("127.0.0.1:4318", description="HOST:PORT of the OTLP/HTTP receiver.")
+
+    @field_validator("listen")
+    @classmethod
+    def _host_port(cls, value: str) -> str:
+        split_host_port(value)
+        return value
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return split_host_port(self.listen)
+
+
+class OtlpSettings(BaseModel):
+    """The embedded OTLP receivers (source otlp-http) and their security."""
+
+    model_config = _section("otlp_")
+
+    listen: str = Field("127.0.0.1:4318", description="HOST:PORT of the OTLP/HTTP receiver.")
     # OTLP/gRPC beside OTLP/HTTP in the embedded default (most SDKs and the Collector default to it).
-    otlp_grpc_listen: str = Field(
+    grpc_listen: str = Field(
         "127.0.0.1:4317",
         description="HOST:PORT of the OTLP/gRPC receiver run beside OTLP/HTTP (source otlp-http); "
         "empty to disable.",
     )
-    otlp_max_body_bytes: int = Field(
+    max_body_bytes: int = Field(
         32 * 1024 * 1024, gt=0, description="Largest OTLP/HTTP body accepted (after decompression)."
     )
-    metrics_listen: str = Field(
-        "127.0.0.1:9464", description="HOST:PORT serving /metrics, /healthz and /readyz."
+    tls_cert_file: str | None = Field(None, description="PEM certificate: serve OTLP/HTTP over TLS.")
+    tls_key_file: str | None = Field(None, description="PEM private key of otlp_tls_cert_file.")
+    tls_client_ca_file: str | None = Field(
+        None, description="CA bundle: require OTLP clients to present a certificate it signed (mTLS)."
+    )
+    bearer_token: SecretStr | None = Field(
+        None, description="Require 'Authorization: Bearer <token>' on OTLP requests."
+    )
+    bearer_token_file: str | None = Field(
+        None, description="File holding the OTLP bearer token (re-read at start; for mounted secrets)."
     )
 
-    kafka_bootstrap: tuple[str, ...] = Field(
+    @field_validator("listen")
+    @classmethod
+    def _host_port(cls, value: str) -> str:
+        split_host_port(value)
+        return value
+
+    @field_validator("grpc_listen")
+    @classmethod
+    def _optional_host_port(cls, value: str) -> str:
+        if value:
+            split_host_port(value)
+        return value
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return split_host_port(self.listen)
+
+    @property
+    def grpc_address(self) -> tuple[str, int] | None:
+        return split_host_port(self.grpc_listen) if self.grpc_listen else None
+
+
+class KafkaSettings(BaseModel):
+    """The Kafka consumer group (source kafka) and the connection the results producer shares."""
+
+    model_config = _section("kafka_")
+
+    bootstrap: tuple[str, ...] = Field(
         ("127.0.0.1:9092",), description="Kafka bootstrap servers, comma-separated HOST:PORT."
     )
-    kafka_topic: str = Field("otlp_spans", description="Topic the Collector's kafka exporter writes to.")
-    kafka_group_id: str = Field("ragpulse", description="Consumer group shared by all replicas.")
-    kafka_encoding: Literal["otlp_proto", "otlp_json"] = Field(
+    topic: str = Field(
+        "otlp_spans", min_length=1, description="Topic the Collector's kafka exporter writes to."
+    )
+    group_id: str = Field("ragpulse", min_length=1, description="Consumer group shared by all replicas.")
+    encoding: Literal["otlp_proto", "otlp_json"] = Field(
         "otlp_proto", description="Encoding set on the Collector's kafka exporter."
     )
-    kafka_auto_offset_reset: Literal["latest", "earliest"] = Field(
+    auto_offset_reset: Literal["latest", "earliest"] = Field(
         "latest",
         description="Where a new consumer group starts: latest skips the backlog, earliest backfills.",
     )
-    kafka_max_partition_fetch_bytes: int = Field(
+    max_partition_fetch_bytes: int = Field(
         16 * 1024 * 1024, gt=0, description="Largest fetch per partition; must exceed the largest message."
     )
-    kafka_fetch_max_bytes: int = Field(64 * 1024 * 1024, gt=0, description="Largest fetch response.")
-    kafka_session_timeout_ms: int = Field(10_000, gt=0, description="Group session timeout.")
-    kafka_heartbeat_interval_ms: int = Field(3_000, gt=0, description="Group heartbeat interval.")
-    kafka_max_poll_interval_ms: int = Field(300_000, gt=0, description="Max time between polls.")
-    kafka_commit_interval_seconds: float = Field(
-        1.0, gt=0, description="How often finished offsets are committed."
+    fetch_max_bytes: int = Field(64 * 1024 * 1024, gt=0, description="Largest fetch response.")
+    session_timeout_ms: int = Field(10_000, gt=0, description="Group session timeout.")
+    heartbeat_interval_ms: int = Field(3_000, gt=0, description="Group heartbeat interval.")
+    max_poll_interval_ms: int = Field(300_000, gt=0, description="Max time between polls.")
+    commit_interval_seconds: float = Field(1.0, gt=0, description="How often finished offsets are committed.")
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
+        "PLAINTEXT", description="How the brokers are reached."
     )
-    kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
-    kafka_sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"] | None = None
-    kafka_sasl_username: str | None = None
-    kafka_sasl_password: SecretStr | None = None
-    kafka_ssl_cafile: str | None = Field(None, description="CA bundle to verify the brokers.")
-    kafka_ssl_certfile: str | None = Field(None, description="Client certificate for mutual TLS.")
-    kafka_ssl_keyfile: str | None = Field(None, description="Client key for mutual TLS.")
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"] | None = Field(
+        None, description="SASL mechanism (security_protocol SASL_*)."
+    )
+    sasl_username: str | None = Field(None, description="SASL user name.")
+    sasl_password: SecretStr | None = Field(None, description="SASL password.")
+    ssl_cafile: str | None = Field(None, description="CA bundle to verify the brokers.")
+    ssl_certfile: str | None = Field(None, description="Client certificate for mutual TLS.")
+    ssl_keyfile: str | None = Field(None, description="Client key for mutual TLS.")
 
-    results_topic: str | None = Field(
+    @field_validator("bootstrap")
+    @classmethod
+    def _servers(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for server in value:
+            split_host_port(server)
+        return value
+
+
+class ResultsSettings(BaseModel):
+    """Where each evaluated interaction is published (off unless a topic or endpoint is set)."""
+
+    model_config = _section("results_")
+
+    topic: str | None = Field(
         None, description="Kafka topic receiving each evaluated interaction as OTLP (unset = off)."
     )
-    results_include_text: bool = Field(
-        False, description="Include the query and response text in published results."
-    )
-
-    # Per-interaction results as OTLP/HTTP to any trace backend (agent/exporters/otlp_results.py).
-    results_otlp_endpoint: str | None = Field(
+    include_text: bool = Field(False, description="Include the query and response text in published results.")
+    otlp_endpoint: str | None = Field(
         None,
         description="OTLP/HTTP endpoint (e.g. http://collector:4318) receiving each evaluated "
         "interaction as a span with gen_ai.evaluation.result events (unset = off).",
     )
-    results_otlp_headers: tuple[str, ...] = Field(
+    otlp_headers: tuple[str, ...] = Field(
         (), description="Headers sent to results_otlp_endpoint, NAME=VALUE, comma-separated."
     )
-    results_otlp_timeout_seconds: float = Field(
+    otlp_timeout_seconds: float = Field(
         10.0, gt=0, description="Timeout of one POST to results_otlp_endpoint (then retried)."
     )
 
-    judge_model: str = Field(
+    @field_validator("otlp_endpoint")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None:
+            parts = urlsplit(value)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError(f"expected an http(s):// URL such as http://collector:4318, got {value!r}")
+            _port_of(parts)
+        return value
+
+    @field_validator("otlp_headers")
+    @classmethod
+    def _header_entries(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for entry in value:
+            name, sep, _ = entry.partition("=")
+            if not sep or not name.strip():
+                raise ValueError(f"expected NAME=VALUE, got {entry!r}")
+        return value
+
+    @property
+    def otlp_header_map(self) -> dict[str, str]:
+        return dict(item.partition("=")[::2] for item in self.otlp_headers)
+
+
+def _port_of(parts: Any) -> int | None:
+    try:
+        return int(parts.port) if parts.port is not None else None
+    except ValueError:
+        raise ValueError(f"the port of {parts.geturl()!r} is not a number from 0 to 65535") from None
+
+
+class JudgeSettings(BaseModel):
+    """Which judge answers the metrics' questions, and how it is called."""
+
+    model_config = _section("judge_")
+
+    model: str = Field(
         "lexical",
+        min_length=1,
         description="'lexical' (built-in local judge), 'embedding' (local MiniLM judge, extra "
         "ragpulse[embedding]), else a litellm model string.",
     )
-    judge_api_base: str | None = Field(None, description="Base URL of an OpenAI-compatible judge.")
-    judge_api_key: SecretStr | None = Field(None, description="API key passed to the judge.")
-    judge_timeout_seconds: float = Field(30.0, gt=0, description="Timeout of one judge call.")
-    judge_max_retries: int = Field(
+    api_base: str | None = Field(None, description="Base URL of an OpenAI-compatible judge.")
+    api_key: SecretStr | None = Field(None, description="API key passed to the judge.")
+    timeout_seconds: float = Field(30.0, gt=0, description="Timeout of one judge call.")
+    max_retries: int = Field(
         3, ge=0, description="Retries of a judge call after 429 / 5xx / timeout (never after other errors)."
     )
-    judge_retry_max_elapsed_seconds: float = Field(
+    retry_max_elapsed_seconds: float = Field(
         60.0, gt=0, description="Cap on the time one judge question may spend retrying."
     )
-    judge_breaker_failures: int = Field(
+    breaker_failures: int = Field(
         5, gt=0, description="Consecutive failed judge calls that open the circuit breaker."
     )
-    judge_breaker_cooldown_seconds: float = Field(
+    breaker_cooldown_seconds: float = Field(
         30.0, gt=0, description="How long an open breaker refuses calls before one probe call."
     )
-    judge_max_concurrency: int = Field(
+    max_concurrency: int = Field(
         64, gt=0, description="Judge calls in flight at once (per replica; 429s back off)."
     )
-    judge_structured_output: Literal["auto", "json_schema", "json_object", "off"] = Field(
+    structured_output: Literal["auto", "json_schema", "json_object", "off"] = Field(
         "auto",
         description="Response format asked of the judge; auto: JSON schema where litellm says the "
         "model supports it, else JSON mode.",
     )
+    max_text_chars: int = Field(
+        32_768,
+        gt=0,
+        description="Texts (query, response, each chunk) longer than this are cut before judging (counted).",
+    )
+    self_check: bool = Field(
+        True, description="At start, one small call to an LLM judge; a failure is logged clearly."
+    )
+    defer_max_attempts: int = Field(
+        5,
+        gt=0,
+        description="Retryable judge failures of one interaction, while the judge answers others, "
+        "before it is recorded as an error instead of retried.",
+    )
 
-    redis_url: str | None = Field(
+    @property
+    def is_local(self) -> bool:
+        return self.model in LOCAL_JUDGES
+
+
+class RedisSettings(BaseModel):
+    """The shared Redis (verdict cache, idempotency keys, judge budget, drift state)."""
+
+    model_config = _section("redis_")
+
+    url: str | None = Field(
         None, description="redis://... for the shared verdict cache; unset = in-process LRU."
     )
-    cache_ttl_seconds: int = Field(7 * 24 * 3600, gt=0, description="Lifetime of a cached verdict.")
-    cache_max_entries: int = Field(100_000, gt=0, description="Size of the in-process LRU cache.")
-    cache_key_prefix: str = Field(
+
+    @field_validator("url")
+    @classmethod
+    def _redis_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = urlsplit(value)
+        if parts.scheme not in ("redis", "rediss", "unix"):
+            raise ValueError(
+                f"expected redis://HOST:PORT[/DB], rediss://... (TLS) or unix:///PATH, got scheme "
+                f"{parts.scheme or 'none'!r}"
+            )
+        if parts.scheme == "unix":
+            if not parts.path:
+                raise ValueError("a unix:// URL needs the socket's path, e.g. unix:///run/redis.sock")
+            return value
+        if not parts.hostname:
+            raise ValueError("the URL names no host, e.g. redis://cache.local:6379/0")
+        _port_of(parts)
+        database = parts.path.strip("/")
+        if database and not database.isdigit():
+            raise ValueError(f"the database in the path must be a number, got {database!r}")
+        return value
+
+
+class CacheSettings(BaseModel):
+    """The verdict cache (Redis when redis_url is set, else an in-process LRU)."""
+
+    model_config = _section("cache_")
+
+    ttl_seconds: int = Field(7 * 24 * 3600, gt=0, description="Lifetime of a cached verdict.")
+    max_entries: int = Field(100_000, gt=0, description="Size of the in-process LRU cache.")
+    key_prefix: str = Field(
         "ragpulse:v1:verdict:", min_length=1, description="Prefix of verdict keys in Redis."
     )
 
-    metrics: tuple[str, ...] = Field(
-        ("context_precision", "context_relevancy", "faithfulness", "answer_relevancy"),
-        min_length=1,
-        description="Metrics scored on sampled interactions (the reference-free set by default).",
-    )
-    sample_rate: float = Field(1.0, ge=0.0, le=1.0, description="Fraction of interactions scored.")
-    sample_rates: tuple[str, ...] = Field(
+
+class SamplingSettings(BaseModel):
+    """Which interactions are scored."""
+
+    model_config = _section("sample_")
+
+    rate: float = Field(1.0, ge=0.0, le=1.0, description="Fraction of interactions scored.")
+    rates: tuple[str, ...] = Field(
         (), description="Rates per service or route: service=RATE or service/route=RATE, comma-separated."
     )
-    sample_keep_rules: tuple[str, ...] = Field(
+    keep_rules: tuple[str, ...] = Field(
         (),
         description="Interactions always scored when a span attribute matches, e.g. feedback.score < 0.",
     )
-    budget_calls_per_minute: float | None = Field(
+    keep_max_per_minute: float | None = Field(
+        600.0,
+        gt=0,
+        description="Interactions per minute (per replica) that keep rules may force past the rate "
+        "and the budget; beyond it they are sampled like the rest. Unset = no cap.",
+    )
+
+
+class BudgetSettings(BaseModel):
+    """Judge spend across replicas; sampling slows above it."""
+
+    model_config = _section("budget_")
+
+    calls_per_minute: float | None = Field(
         None, gt=0, description="Judge calls per minute across all replicas; sampling slows above it."
     )
-    budget_usd_per_hour: float | None = Field(
+    usd_per_hour: float | None = Field(
         None, gt=0, description="Judge spend in USD per hour across all replicas; sampling slows above it."
     )
-    idempotency_lease_seconds: float = Field(
-        60.0, gt=0, description="How long a replica's claim on an interaction blocks the others."
+
+
+class IdempotencySettings(BaseModel):
+    """Leases that keep an interaction scored once across replicas."""
+
+    model_config = _section("idempotency_")
+
+    lease_seconds: float = Field(
+        60.0, gt=0, description="How long a replica's lease on an interaction blocks the others."
     )
-    idempotency_ttl_seconds: float = Field(
+    ttl_seconds: float = Field(
         3600.0, gt=0, description="How long a scored interaction id is remembered (redelivery window)."
     )
+
+
+class AssemblySettings(BaseModel):
+    """How spans are joined into interactions, and the bounds of the trace buffer."""
+
+    model_config = _section("assembly_")
+
     route_attributes: tuple[str, ...] = Field(
         ("http.route",),
+        alias="route_attributes",
         description="Span attributes tried in order for the route label; the span name is the fallback.",
     )
-    assembly_wait_seconds: float = Field(
+    wait_seconds: float = Field(
         30.0,
         gt=0,
         description="How long a trace's spans wait for the rest of the trace (its root, the LLM call) "
         "before the trace is assembled from what arrived.",
     )
-    assembly_max_traces: int = Field(
+    max_traces: int = Field(
         10_000, gt=0, description="Traces buffered at once; beyond it the oldest is evicted (counted)."
     )
-    assembly_max_spans_per_trace: int = Field(
+    max_spans_per_trace: int = Field(
         1_000,
         gt=0,
         description="RAG spans kept per buffered trace, and (separately) other spans kept to link them; "
         "later spans of a full trace are evicted.",
     )
-    assembly_max_chunk_bytes: int = Field(
+    max_chunk_bytes: int = Field(
         256 * 1024 * 1024,
         gt=0,
         description="Bytes buffered across traces: the text of chunks, queries and responses plus ~400 "
         "bytes per buffered span of any kind; beyond it the oldest traces are evicted.",
     )
-    max_label_values: int = Field(
-        100, gt=0, description="Distinct routes per service before that service's others are '__other__'."
+
+
+class SeriesSettings(BaseModel):
+    """The series budget: bounds on the label values of every exported series."""
+
+    model_config = _section("series_")
+
+    max_routes: int = Field(
+        100,
+        gt=0,
+        alias="max_label_values",
+        description="Distinct routes per service before that service's others are '__other__'.",
     )
+    max_pairs: int = Field(
+        500,
+        gt=0,
+        alias="max_label_pairs",
+        description="Series budget: distinct (service, route) label pairs; beyond it an interaction is "
+        "labelled (service, '__other__') or ('__other__', '__other__'). Every series with service and "
+        "route labels is bounded by it.",
+    )
+
+
+class PipelineSettings(BaseModel):
+    """The evaluation worker pool and its admission control."""
+
+    model_config = _section("")
+
     eval_concurrency: int = Field(
         32, gt=0, description="Interactions evaluated concurrently (each waits on judge calls)."
     )
@@ -218,57 +456,74 @@ class Settings(BaseModel):
     shutdown_timeout_seconds: float = Field(
         10.0, ge=0, description="How long shutdown waits for in-flight evaluations."
     )
-    drift_baseline_size: int = Field(
+
+
+class DriftSettings(BaseModel):
+    """The drift detectors (per service, route and metric)."""
+
+    model_config = _section("drift_")
+
+    baseline_size: int = Field(
         1000, ge=10, description="Scores per series learnt as the baseline before drift is judged."
     )
-    drift_window: int = Field(200, ge=10, description="Recent scores compared with the baseline.")
-    drift_threshold: float = Field(12.0, gt=0, description="CUSUM alarm threshold, in baseline sd.")
-    drift_alpha: float = Field(1e-5, gt=0, lt=1, description="p-value the window test must reach.")
-    drift_max_series: int = Field(2000, gt=0, description="Series tracked for drift (LRU beyond).")
-    # Bounds against hostile or oversized input (docs/limits.md lists every bound).
-    max_label_pairs: int = Field(
-        500,
-        gt=0,
-        description="Series budget: distinct (service, route) label pairs; beyond it an interaction is "
-        "labelled (service, '__other__') or ('__other__', '__other__'). Every series with service and "
-        "route labels is bounded by it.",
-    )
-    judge_max_text_chars: int = Field(
-        32_768,
-        gt=0,
-        description="Texts (query, response, each chunk) longer than this are cut before judging (counted).",
-    )
-    drift_save_interval_seconds: float = Field(
+    window: int = Field(200, ge=10, description="Recent scores compared with the baseline.")
+    threshold: float = Field(12.0, gt=0, description="CUSUM alarm threshold, in baseline sd.")
+    alpha: float = Field(1e-5, gt=0, lt=1, description="p-value the window test must reach.")
+    max_series: int = Field(2000, gt=0, description="Series tracked for drift (LRU beyond).")
+    save_interval_seconds: float = Field(
         10.0, gt=0, description="How often drift detector state is saved to Redis (when redis_url is set)."
     )
-    drift_state_ttl_seconds: int = Field(
+    state_ttl_seconds: int = Field(
         30 * 24 * 3600, gt=0, description="Lifetime in Redis of a drift series that receives no scores."
     )
-    # Delivery under faults (docs/guarantees.md).
-    judge_self_check: bool = Field(
-        True, description="At start, one small call to an LLM judge; a failure is logged clearly."
-    )
-    judge_defer_max_attempts: int = Field(
-        5,
-        gt=0,
-        description="Retryable judge failures of one interaction, while the judge answers others, "
-        "before it is recorded as an error instead of retried.",
-    )
-    sample_keep_max_per_minute: float | None = Field(
-        600.0,
-        gt=0,
-        description="Interactions per minute (per replica) that keep rules may force past the rate "
-        "and the budget; beyond it they are sampled like the rest. Unset = no cap.",
-    )
-    # Alerting: exported as ragpulse_quality_threshold{metric}, which the Prometheus alert rules
-    # compare the recorded means against, so thresholds change without editing the rules.
-    alert_thresholds: dict[str, float] = Field(
-        dict(DEFAULT_ALERT_THRESHOLDS),
+
+
+class AlertSettings(BaseModel):
+    """Thresholds of the quality alert, exported as ragpulse_quality_threshold{service,metric}."""
+
+    model_config = _section("alert_")
+
+    # The Prometheus rules compare the recorded means with the exported thresholds, so thresholds
+    # change without editing the rules.
+    thresholds: dict[str, float] = Field(
+        default_factory=lambda: dict(DEFAULT_ALERT_THRESHOLDS),
         description="Score means below which the quality alert fires, metric=VALUE or "
         "service/metric=VALUE (one service), comma-separated; unnamed metrics keep their defaults "
         "(faithfulness=0.8, context_relevancy=0.6, answer_relevancy=0.7, context_precision=0.7).",
     )
-    # Trust (docs/trust.md): human labels, judge calibration, prediction-powered estimates.
+
+    @field_validator("thresholds", mode="before")
+    @classmethod
+    def _thresholds(cls, value: Any) -> dict[str, float]:
+        if isinstance(value, str):
+            value = [item.strip() for item in value.split(",") if item.strip()]
+        if isinstance(value, list | tuple):
+            pairs: dict[str, Any] = {}
+            for item in value:
+                name, sep, number = str(item).partition("=")
+                if not sep:
+                    raise ValueError(f"expected metric=VALUE or service/metric=VALUE, got {item!r}")
+                pairs[name.strip()] = number.strip()
+            value = pairs
+        if not isinstance(value, Mapping):
+            raise ValueError("expected metric=VALUE entries or a mapping of metric to value")
+        merged = dict(DEFAULT_ALERT_THRESHOLDS)
+        for name, number in value.items():
+            try:
+                threshold = float(number)
+            except (TypeError, ValueError):
+                raise ValueError(f"threshold of {name} must be a number, got {number!r}") from None
+            if not 0.0 <= threshold <= 1.0:
+                raise ValueError(f"threshold of {name} must be within [0, 1], got {threshold}")
+            merged[str(name)] = threshold
+        return merged
+
+
+class TrustSettings(BaseModel):
+    """Human labels, judge calibration and prediction-powered estimates (docs/trust.md)."""
+
+    model_config = _section("")
+
     label_sample_rate: float = Field(
         0.0,
         ge=0.0,
@@ -303,104 +558,58 @@ class Settings(BaseModel):
     ppi_windows_kept: int = Field(
         2, ge=1, description="Windows per series kept open for late labels (the newest with enough is shown)."
     )
-    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
-    # -- Security (docs/security.md) -------------------------------------------------------------
-    redact_pii: Literal["auto", "on", "off"] = Field(
+    @model_validator(mode="after")
+    def _uncertain_band(self) -> TrustSettings:
+        if self.label_uncertain_high < self.label_uncertain_low:
+            raise ValueError(
+                f"label_uncertain_high: must be >= label_uncertain_low ({self.label_uncertain_low}), "
+                f"got {self.label_uncertain_high}"
+            )
+        return self
+
+
+class SecuritySettings(BaseModel):
+    """What is redacted before text leaves for a judge, and what may be logged (docs/security.md)."""
+
+    model_config = _section("redact_")
+
+    pii: Literal["auto", "on", "off"] = Field(
         "auto",
         description="Replace personal data with placeholders before text leaves for a judge; "
         "auto = on for LLM judges, off for the local judges (which send nothing).",
     )
-    redact_kinds: tuple[str, ...] = Field(
+    kinds: tuple[str, ...] = Field(
         ("email", "phone", "card", "iban", "ip"), description="Built-in kinds of personal data redacted."
     )
-    redact_patterns: dict[str, str] = Field(
+    patterns: dict[str, str] = Field(
         default_factory=dict,
         description="Custom kinds to redact, KIND: regex (YAML mapping, or a JSON object in the env var).",
     )
-    redact_allow: tuple[str, ...] = Field(
+    allow: tuple[str, ...] = Field(
         (), description="Values never redacted (e.g. your public support address), comma-separated."
     )
-    redact_phone_regions: tuple[str, ...] = Field(
+    phone_regions: tuple[str, ...] = Field(
         ("US", "GB", "DE", "FR", "IN"),
         description="Regions whose national phone formats are recognised (+ numbers always are).",
     )
     log_prompts: bool = Field(
-        False, description="Let litellm/openai log judge prompt bodies at DEBUG (off: they never log)."
-    )
-    otlp_tls_cert_file: str | None = Field(None, description="PEM certificate: serve OTLP/HTTP over TLS.")
-    otlp_tls_key_file: str | None = Field(None, description="PEM private key of otlp_tls_cert_file.")
-    otlp_tls_client_ca_file: str | None = Field(
-        None, description="CA bundle: require OTLP clients to present a certificate it signed (mTLS)."
-    )
-    otlp_bearer_token: SecretStr | None = Field(
-        None, description="Require 'Authorization: Bearer <token>' on OTLP requests."
-    )
-    otlp_bearer_token_file: str | None = Field(
-        None, description="File holding the OTLP bearer token (re-read at start; for mounted secrets)."
-    )
-    metrics_web_config_file: str | None = Field(
-        None,
-        description="Prometheus web configuration file (tls_server_config, basic_auth_users) for "
-        "/metrics, /healthz and /readyz.",
+        False,
+        alias="log_prompts",
+        description="Let litellm/openai log judge prompt bodies at DEBUG (off: they never log).",
     )
 
-    @field_validator("otlp_listen", "metrics_listen")
-    @classmethod
-    def _host_port(cls, value: str) -> str:
-        _split_host_port(value)
-        return value
-
-    @field_validator("results_otlp_headers")
-    @classmethod
-    def _header_entries(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for entry in value:
-            name, sep, _ = entry.partition("=")
-            if not sep or not name.strip():
-                raise ValueError(f"expected NAME=VALUE, got {entry!r}")
-        return value
-
-    @field_validator("metrics")
-    @classmethod
-    def _known_metrics(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        from agent.metrics import METRICS
-
-        # A key is a metric (every service) or service/metric (that service only).
-        unknown = [name for name in value if str(name).rpartition("/")[2] not in METRICS]
-        if unknown:
-            raise ValueError(f"unknown metric(s) {unknown}; choose from {sorted(METRICS)}")
-        return value
-
-    @field_validator("sample_rates")
-    @classmethod
-    def _rate_entries(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        from agent.sampling import RateTable
-
-        RateTable.parse(1.0, value)
-        return value
-
-    @field_validator("sample_keep_rules")
-    @classmethod
-    def _keep_rules(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        from agent.sampling import KeepRule
-
-        for rule in value:
-            KeepRule.parse(rule)
-        return value
-
-    @field_validator("redact_pii", mode="before")
+    @field_validator("pii", mode="before")
     @classmethod
     def _yaml_on_off(cls, value: Any) -> Any:
         # YAML reads a bare on/off as a boolean.
         return {True: "on", False: "off"}.get(value, value) if isinstance(value, bool) else value
 
-    @field_validator("redact_patterns", mode="before")
+    @field_validator("patterns", mode="before")
     @classmethod
     def _patterns_from_json(cls, value: Any) -> Any:
         # An environment variable gives the mapping as a JSON object.
         if isinstance(value, str):
-            import json
-
             try:
                 return json.loads(value) if value.strip() else {}
             except json.JSONDecodeError as exc:
@@ -408,110 +617,194 @@ class Settings(BaseModel):
                 raise ValueError(f"expected a JSON object such as {example}: {exc}") from None
         return value
 
-    @field_validator("redact_patterns")
-    @classmethod
-    def _patterns_compile(cls, value: dict[str, str]) -> dict[str, str]:
-        from agent.redact import RedactionRules, Redactor
 
-        Redactor(RedactionRules(patterns=value))
+# Section attribute → its model, in the order `validate-config --list` shows them.
+SECTIONS: dict[str, type[BaseModel]] = {
+    "server": ServerSettings,
+    "otlp": OtlpSettings,
+    "kafka": KafkaSettings,
+    "results": ResultsSettings,
+    "judge": JudgeSettings,
+    "redis": RedisSettings,
+    "cache": CacheSettings,
+    "sampling": SamplingSettings,
+    "budget": BudgetSettings,
+    "idempotency": IdempotencySettings,
+    "assembly": AssemblySettings,
+    "series": SeriesSettings,
+    "pipeline": PipelineSettings,
+    "drift": DriftSettings,
+    "alerts": AlertSettings,
+    "trust": TrustSettings,
+    "security": SecuritySettings,
+}
+
+
+class Settings(BaseModel):
+    """ragpulse configuration: a few top-level settings and one section per component.
+
+    Construct it with flat names (`Settings(kafka_topic="x")`) or sections
+    (`Settings(kafka={"topic": "x"})`); read it by section (`settings.kafka.topic`).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    source: Literal["otlp-http", "kafka"] = Field(
+        "otlp-http",
+        description="Where spans come from: otlp-http (embedded receiver) or kafka (consumer group).",
+    )
+    metrics: tuple[str, ...] = Field(
+        ("context_precision", "context_relevancy", "faithfulness", "answer_relevancy"),
+        min_length=1,
+        description="Metrics scored on sampled interactions (the reference-free set by default).",
+    )
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        "INFO", description="Log level of ragpulse (DEBUG also lets third-party clients log)."
+    )
+    server: ServerSettings = ServerSettings()
+    otlp: OtlpSettings = OtlpSettings()
+    kafka: KafkaSettings = KafkaSettings()
+    results: ResultsSettings = ResultsSettings()
+    judge: JudgeSettings = JudgeSettings()
+    redis: RedisSettings = RedisSettings()
+    cache: CacheSettings = CacheSettings()
+    sampling: SamplingSettings = SamplingSettings()
+    budget: BudgetSettings = BudgetSettings()
+    idempotency: IdempotencySettings = IdempotencySettings()
+    assembly: AssemblySettings = AssemblySettings()
+    series: SeriesSettings = SeriesSettings()
+    pipeline: PipelineSettings = PipelineSettings()
+    drift: DriftSettings = DriftSettings()
+    alerts: AlertSettings = AlertSettings()
+    trust: TrustSettings = TrustSettings()
+    security: SecuritySettings = SecuritySettings()
+
+    # Where each flat setting came from ("config file", "environment", "command line"); absent = default.
+    _origins: dict[str, str] = PrivateAttr(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nest_flat_names(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping):
+            return data
+        nested: dict[str, Any] = {}
+        for key, value in data.items():
+            flat = _FLAT.get(key)
+            if flat is not None and flat.section:
+                nested.setdefault(flat.section, {})[key] = value
+            elif key in SECTIONS and isinstance(value, Mapping):
+                nested.setdefault(key, {}).update(value)
+            else:
+                nested[key] = value
+        return nested
+
+    @field_validator("metrics")
+    @classmethod
+    def _metric_names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        # Which names exist is checked by agent/build.py; here only that each is a bare name.
+        scoped = [name for name in value if "/" in name]
+        if scoped:
+            raise ValueError(
+                f"{scoped} name a service; metrics are scored for every service, so give bare metric "
+                "names (per-service thresholds go in alert_thresholds as service/metric=VALUE)"
+            )
         return value
 
-    @field_validator("redact_kinds")
-    @classmethod
-    def _redact_kinds(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        from agent.redact import BUILTIN_KINDS
-
-        unknown = sorted(set(value) - set(BUILTIN_KINDS))
-        if unknown:
-            raise ValueError(f"unknown kind(s) {unknown}; choose from {list(BUILTIN_KINDS)}")
-        return value
+    @model_validator(mode="after")
+    def _kafka_needs_servers(self) -> Settings:
+        if self.source == "kafka" and not self.kafka.bootstrap:
+            raise ValueError(
+                "kafka_bootstrap: source is kafka but no bootstrap server is given (HOST:PORT,...)"
+            )
+        return self
 
     @property
     def redacts(self) -> bool:
         """Whether judge inputs are redacted: on, or auto with an LLM (remote) judge."""
-        return self.redact_pii == "on" or (self.redact_pii == "auto" and not self.judge_is_local)
+        pii = self.security.pii
+        return pii == "on" or (pii == "auto" and not self.judge.is_local)
 
-    @field_validator("alert_thresholds", mode="before")
-    @classmethod
-    def _thresholds(cls, value: Any) -> dict[str, float]:
-        from agent.metrics import METRICS
+    def origin(self, name: str) -> str:
+        """Where the flat setting `name` came from: a layer's name, or "default"."""
+        return self._origins.get(name, "default")
 
-        if isinstance(value, str):
-            value = [item.strip() for item in value.split(",") if item.strip()]
-        if isinstance(value, list | tuple):
-            pairs: dict[str, Any] = {}
-            for item in value:
-                name, sep, number = str(item).partition("=")
-                if not sep:
-                    raise ValueError(f"expected metric=VALUE or service/metric=VALUE, got {item!r}")
-                pairs[name.strip()] = number.strip()
-            value = pairs
-        if not isinstance(value, Mapping):
-            raise ValueError("expected metric=VALUE entries or a mapping of metric to value")
-        # A key is a metric (every service) or service/metric (that service only).
-        unknown = [name for name in value if str(name).rpartition("/")[2] not in METRICS]
-        if unknown:
-            raise ValueError(f"unknown metric(s) {unknown}; choose from {sorted(METRICS)}")
-        merged = dict(DEFAULT_ALERT_THRESHOLDS)
-        for name, number in value.items():
-            try:
-                threshold = float(number)
-            except (TypeError, ValueError):
-                raise ValueError(f"threshold of {name} must be a number, got {number!r}") from None
-            if not 0.0 <= threshold <= 1.0:
-                raise ValueError(f"threshold of {name} must be within [0, 1], got {threshold}")
-            merged[name] = threshold
-        return merged
+    def error(self, name: str, message: str) -> ConfigError:
+        """A ConfigError about the flat setting `name`, naming where it came from and its env var."""
+        return ConfigError(f"invalid configuration:\n  {_about(name, self.origin(name))}: {message}")
 
-    @field_validator("calibration_file")
-    @classmethod
-    def _calibration(cls, value: str | None) -> str | None:
-        if value is not None:
-            from agent.trust.calibration import load_calibrations
+    def value(self, name: str) -> Any:
+        """The value of the flat setting `name` (for messages and `validate-config`)."""
+        field = _FLAT[name]
+        holder = getattr(self, field.section) if field.section else self
+        return getattr(holder, field.attribute)
 
-            load_calibrations(Path(value))  # a bad file fails at start-up, not on the first score
-        return value
-
-    @field_validator("label_uncertain_high")
-    @classmethod
-    def _uncertain_band(cls, value: float, info: Any) -> float:
-        low = info.data.get("label_uncertain_low")
-        if low is not None and value < low:
-            raise ValueError(f"must be >= label_uncertain_low ({low})")
-        return value
-
-    @property
-    def otlp_address(self) -> tuple[str, int]:
-        return _split_host_port(self.otlp_listen)
-
-    @field_validator("otlp_grpc_listen")
-    @classmethod
-    def _optional_host_port(cls, value: str) -> str:
-        if value:
-            _split_host_port(value)
-        return value
-
-    @property
-    def otlp_grpc_address(self) -> tuple[str, int] | None:
-        return _split_host_port(self.otlp_grpc_listen) if self.otlp_grpc_listen else None
-
-    @property
-    def metrics_address(self) -> tuple[str, int]:
-        return _split_host_port(self.metrics_listen)
-
-    @property
-    def judge_is_local(self) -> bool:
-        return self.judge_model in LOCAL_JUDGES
+    def with_defaults(self, defaults: Mapping[str, Any]) -> Settings:
+        """These flat settings where the user set nothing (a command's own defaults, e.g. the demo's)."""
+        unset = {name: value for name, value in defaults.items() if name not in self._origins}
+        if not unset:
+            return self
+        flat = {name: self.value(name) for name in self._origins}
+        updated = Settings.model_validate({**flat, **unset})
+        updated._origins = dict(self._origins)
+        return updated
 
 
-_LIST_FIELDS = {name for name, f in Settings.model_fields.items() if f.annotation == tuple[str, ...]}
+class _FlatName:
+    """One setting as users name it: flat name → (section, attribute, field)."""
+
+    __slots__ = ("attribute", "field", "section")
+
+    def __init__(self, section: str, attribute: str, field: Any) -> None:
+        self.section = section
+        self.attribute = attribute
+        self.field = field
+
+
+def _flat_names() -> dict[str, _FlatName]:
+    names: dict[str, _FlatName] = {}
+    for attribute, field in Settings.model_fields.items():
+        if attribute not in SECTIONS:
+            names[attribute] = _FlatName("", attribute, field)
+    for section, model in SECTIONS.items():
+        for attribute, field in model.model_fields.items():
+            flat = field.alias or attribute
+            assert flat not in names, f"two settings are named {flat}"
+            names[flat] = _FlatName(section, attribute, field)
+    return names
+
+
+_FLAT = _flat_names()
+_LIST_FIELDS = {name for name, f in _FLAT.items() if f.field.annotation == tuple[str, ...]}
+
+
+def setting_names() -> Iterator[str]:
+    """Every flat setting name, top-level ones first, then section by section."""
+    return iter(_FLAT)
+
+
+def _about(name: str, where: str) -> str:
+    return f"{name} (from {where}; env {ENV_PREFIX}{name.upper()})"
 
 
 def _flatten(mapping: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """YAML's nesting to flat names: a section's own keys (`kafka: {topic}`, `sampling: {rate}`) and
+    prefixes (`sample: {rate}`, `route: {attributes}`) both work."""
     flat: dict[str, Any] = {}
     for key, value in mapping.items():
-        name = f"{prefix}{key}".replace("-", "_")
-        if isinstance(value, Mapping) and name not in Settings.model_fields:
+        key = str(key).replace("-", "_")
+        name = f"{prefix}{key}"
+        if not prefix and key in SECTIONS and isinstance(value, Mapping):
+            model = SECTIONS[key]
+            for inner, inner_value in value.items():
+                inner = str(inner).replace("-", "_")
+                field = model.model_fields.get(inner)
+                if field is not None:
+                    flat[field.alias or inner] = inner_value
+                elif inner in _FLAT and _FLAT[inner].section == key:  # `series: {max_label_pairs: 5}`
+                    flat[inner] = inner_value
+                else:
+                    flat.update(_flatten({inner: inner_value}, f"{key}_"))
+        elif isinstance(value, Mapping) and name not in _FLAT:
             flat.update(_flatten(value, f"{name}_"))
         else:
             flat[name] = value
@@ -542,7 +835,7 @@ def _from_env(environ: Mapping[str, str]) -> dict[str, Any]:
         if not key.startswith(ENV_PREFIX) or key == CONFIG_ENV:
             continue
         name = key[len(ENV_PREFIX) :].lower()
-        if name in Settings.model_fields:
+        if name in _FLAT:
             values[name] = raw
         else:
             unknown.append(key)
@@ -558,7 +851,7 @@ def _from_env(environ: Mapping[str, str]) -> dict[str, Any]:
 def _with_suggestion(env_name: str) -> str:
     """`RAGPULSE_SAMPLE_RAT (did you mean RAGPULSE_SAMPLE_RATE?)` for a likely typo."""
     name = env_name[len(ENV_PREFIX) :].lower()
-    close = difflib.get_close_matches(name, Settings.model_fields, n=1, cutoff=0.85)
+    close = difflib.get_close_matches(name, list(_FLAT), n=1, cutoff=0.85)
     return f"{env_name} (did you mean {ENV_PREFIX}{close[0].upper()}?)" if close else env_name
 
 
@@ -586,49 +879,73 @@ def load_settings(
         if isinstance(merged[name], str):
             merged[name] = [item.strip() for item in merged[name].split(",") if item.strip()]
     try:
-        return Settings.model_validate(merged)
+        settings = Settings.model_validate(merged)
     except ValidationError as exc:
         raise ConfigError(_describe(exc, origin)) from None
+    settings._origins = origin
+    return settings
+
+
+def _flat_name(loc: tuple[Any, ...]) -> str:
+    if not loc:
+        return "?"
+    head = str(loc[0])
+    if head in SECTIONS and len(loc) > 1:
+        inner = str(loc[1])
+        field = SECTIONS[head].model_fields.get(inner)
+        return (field.alias or inner) if field is not None else inner
+    return head
 
 
 def _describe(exc: ValidationError, origin: Mapping[str, str]) -> str:
     lines = ["invalid configuration:"]
     for error in exc.errors():
-        name = str(error["loc"][0]) if error["loc"] else "?"
-        where = origin.get(name, "default")
-        env_name = f"{ENV_PREFIX}{name.upper()}"
+        loc = tuple(error["loc"])
+        name = _flat_name(loc)
+        message = str(error["msg"]).removeprefix("Value error, ")
         if error["type"] == "extra_forbidden":
-            lines.append(f"  {name} (from {where}): unknown setting; see `ragpulse validate-config --list`")
-        else:
-            lines.append(f"  {name} (from {where}; env {env_name}): {error['msg']}")
+            lines.append(
+                f"  {name} (from {origin.get(name, 'default')}): unknown setting; "
+                "see `ragpulse validate-config --list`"
+            )
+            continue
+        if not loc or (len(loc) == 1 and loc[0] in SECTIONS):
+            # A check across settings names its setting first ("kafka_bootstrap: ...").
+            name, _, message = message.partition(": ")
+        lines.append(f"  {_about(name, origin.get(name, 'default'))}: {message}")
     return "\n".join(lines)
 
 
 def describe_settings() -> str:
     """One line per setting: YAML key, env var, default, meaning."""
     rows = []
-    for name, f in Settings.model_fields.items():
-        default = f.get_default(call_default_factory=True)
+    for name, flat in _FLAT.items():
+        default = flat.field.get_default(call_default_factory=True)
+        if isinstance(default, BaseModel):
+            continue
         if isinstance(default, tuple):
             default = ",".join(default)
         elif isinstance(default, dict):
             default = ",".join(f"{k}={v}" for k, v in default.items())
-        rows.append(f"{name:<26} {ENV_PREFIX + name.upper():<36} {default!s:<22} {f.description or ''}")
+        rows.append(
+            f"{name:<26} {ENV_PREFIX + name.upper():<36} {default!s:<22} {flat.field.description or ''}"
+        )
     return "\n".join(rows)
 
 
 def display_settings(settings: Settings) -> str:
-    """The settings as JSON for people to read: secrets as ***, passwords in URLs masked."""
-    import json
+    """The settings as JSON for people to read, by section: secrets as ***, passwords in URLs masked."""
+    from agent.infra.secrets import MASK, mask_url
 
-    from agent.secrets import MASK, mask_url
+    def shown(value: Any) -> Any:
+        if isinstance(value, SecretStr):
+            return MASK
+        if isinstance(value, BaseModel):
+            return {name: shown(getattr(value, name)) for name in type(value).model_fields}
+        if isinstance(value, str):
+            return mask_url(value)
+        if isinstance(value, tuple | list):
+            return [shown(v) for v in value]
+        return value
 
-    values = settings.model_dump(mode="json")
-    for name, value in values.items():
-        if isinstance(getattr(settings, name), SecretStr):
-            values[name] = MASK
-        elif isinstance(value, str):
-            values[name] = mask_url(value)
-        elif isinstance(value, list):
-            values[name] = [mask_url(v) if isinstance(v, str) else v for v in value]
-    return json.dumps(values, indent=2)
+    return json.dumps(shown(settings), indent=2)

@@ -2,7 +2,7 @@
 
 - `WorkLedger`: which intake sequence numbers still have unfinished work, hence the low watermark
   that Kafka offsets are committed up to, and the age of the oldest unfinished input.
-- `Claims`: exactly-once scoring within the dedupe window. Each attempt claims the interaction id
+- `Leases`: exactly-once scoring within the dedupe window. Each attempt leases the interaction id
   under its own token (a duplicate in the same replica is BUSY too), renews its lease while it
   works, and marks the id done after export. A local guard covers the replica when the shared
   store (Redis) is down, and done marks that could not be written are written when it is back.
@@ -10,7 +10,7 @@
   intake pauses (`judge_unavailable`), the interaction is put back, and one probe at a time is
   let through after a backoff (at least the judge's Retry-After). A probe that gets an answer
   opens the gate again.
-- `Delivery.deliver`: one queued job through claim → gate → evaluate → export → done, returning
+- `Delivery.deliver`: one queued job through lease → gate → evaluate → export → done, returning
   whether it is finished or must be retried.
 
 Nothing here knows about Kafka or HTTP; sources see only the Intake contract
@@ -31,10 +31,10 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from agent.evaluate import Evaluation
-from agent.idempotency import Claim, IdempotencyStore
+from agent.idempotency import IdempotencyStore, LeaseOutcome
+from agent.infra.throttled_log import ThrottledLog
 from agent.judges.base import JudgeError
 from agent.model import MetricResult, Outcome, RagInteraction
-from agent.throttled_log import ThrottledLog
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +100,7 @@ class WorkLedger:
         return max(0.0, self._clock() - self._started[0][1])
 
 
-# -- Claims ------------------------------------------------------------------------------------
+# -- Leases ------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,8 +110,8 @@ class Lease:
     shared: bool  # False when the shared store was down and only the local guard holds it
 
 
-class Claims:
-    """Claims on interaction ids for exactly-once scoring (see module docstring)."""
+class Leases:
+    """Leases on interaction ids for exactly-once scoring (see module docstring)."""
 
     def __init__(
         self,
@@ -132,14 +132,14 @@ class Claims:
         self._errors = errors
         self._max_local = max_local
         self._clock = clock
-        self._held: dict[str, Lease] = {}  # claims held by attempts in this replica
+        self._held: dict[str, Lease] = {}  # leases held by attempts in this replica
         self._done: OrderedDict[str, float] = OrderedDict()  # ids this replica scored, with time
         self._unwritten: OrderedDict[str, None] = OrderedDict()  # done marks the store did not take
         self._log = ThrottledLog(log, _LOG_INTERVAL)
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        self._task = asyncio.create_task(self._maintain(), name="claims")
+        self._task = asyncio.create_task(self._maintain(), name="leases")
 
     async def shutdown(self) -> None:
         task, self._task = self._task, None
@@ -162,30 +162,30 @@ class Claims:
         done_at = self._done.get(interaction_id)
         return done_at is not None and self._clock() - done_at < self._done_seconds
 
-    async def claim(self, interaction_id: str) -> Lease | Claim:
-        """A Lease to evaluate, or Claim.DONE / Claim.BUSY."""
+    async def acquire(self, interaction_id: str) -> Lease | LeaseOutcome:
+        """A Lease to evaluate, or LeaseOutcome.DONE / LeaseOutcome.BUSY."""
         if interaction_id in self._held:
-            return Claim.BUSY  # another copy is being evaluated here right now
+            return LeaseOutcome.BUSY  # another copy is being evaluated here right now
         if self._recently_done(interaction_id):
-            return Claim.DONE
+            return LeaseOutcome.DONE
         token = f"{self._owner}:{next(self._tokens)}"
         # Held locally before the first await, so a copy arriving meanwhile is BUSY.
         lease = Lease(interaction_id, token, shared=True)
         self._held[interaction_id] = lease
         try:
-            claim = await self._store.claim(interaction_id, token)
+            outcome = await self._store.acquire(interaction_id, token)
         except asyncio.CancelledError:
             del self._held[interaction_id]
             raise
         except Exception as exc:
             # Losing the score would be worse than a possible overlap with another replica.
-            self._failed("claim", exc)
+            self._failed("lease", exc)
             lease = Lease(interaction_id, token, shared=False)
             self._held[interaction_id] = lease
             return lease
-        if claim is not Claim.CLAIMED:
+        if outcome is not LeaseOutcome.GRANTED:
             del self._held[interaction_id]
-            return claim
+            return outcome
         self._log.recovered("idempotency", "idempotency store works again")
         return lease
 
@@ -224,7 +224,7 @@ class Claims:
                     if not await self._store.renew(lease.interaction_id, lease.token):
                         self._log.warning(
                             "lease_lost",
-                            "lost the claim on %s while evaluating it (lease ran out); "
+                            "lost the lease on %s while evaluating it (lease ran out); "
                             "raise idempotency_lease_seconds above the longest evaluation",
                             lease.interaction_id,
                         )
@@ -360,9 +360,9 @@ FINISHED = None
 
 @dataclass
 class Delivery:
-    """Claim, gate, evaluate, export and mark done one job; see `deliver`."""
+    """LeaseOutcome, gate, evaluate, export and mark done one job; see `deliver`."""
 
-    claims: Claims
+    leases: Leases
     gate: JudgeGate
     counters: DeliveryCounters
     busy_retry_seconds: float = 1.0
@@ -378,18 +378,17 @@ class Delivery:
         export: Callable[[RagInteraction, Sequence[MetricResult]], Awaitable[bool]],
     ) -> Retry | None:
         """FINISHED (None) once scored, recorded as a permanent error, or found already scored;
-        else a Retry. Cancellation (shutdown) hands the claim back."""
+        else a Retry. Cancellation (shutdown) hands the lease back."""
         interaction = job.interaction
         probe = await self.gate.admit()
-        claim = await self.claims.claim(interaction.interaction_id)
-        if not isinstance(claim, Lease):
+        lease = await self.leases.acquire(interaction.interaction_id)
+        if not isinstance(lease, Lease):
             if probe:
                 self.gate.release_probe()
-            if claim is Claim.DONE:
+            if lease is LeaseOutcome.DONE:
                 self.counters.duplicate()
                 return FINISHED
             return Retry(self.busy_retry_seconds)
-        lease = claim
         try:
             evaluation = await evaluate(interaction)
             results: Sequence[MetricResult] = evaluation.results
@@ -403,21 +402,21 @@ class Delivery:
                     job.deferrals += 1
                     self.gate.failed(failure, probe=probe)
                     self.counters.deferred(failure.reason)
-                    await self.claims.release(lease)
+                    await self.leases.release(lease)
                     return Retry(0.0)  # the gate paces the retry
             elif any(r.outcome is not Outcome.SKIPPED for r in results):
                 self.gate.succeeded()
             elif probe:
                 self.gate.release_probe()
             if not await export(interaction, results):
-                await self.claims.release(lease)
+                await self.leases.release(lease)
                 return Retry(self.busy_retry_seconds)
         except asyncio.CancelledError:
             if probe:
                 self.gate.release_probe()
-            await self.claims.release(lease)
+            await self.leases.release(lease)
             raise
-        await self.claims.complete(lease)
+        await self.leases.complete(lease)
         return FINISHED
 
     def _keeps_failing(self, job: Job) -> bool:

@@ -14,7 +14,7 @@ decline over days is for the Prometheus alert rules that compare long windows.
 
 `score`, exported for dashboards, is S / h: 1.0 is the CUSUM's alarm threshold.
 Pure logic: no clocks, no I/O. `snapshot()` and `DriftDetector.restore()` turn a detector's state
-into a JSON-able mapping and back, so that agent/aggregate.py can keep it in Redis across restarts.
+into a JSON-able mapping and back, so that agent/exporters/drift.py can keep it in Redis across restarts.
 """
 
 from __future__ import annotations

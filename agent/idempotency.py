@@ -1,12 +1,12 @@
 """Score each interaction once, even when Kafka delivers it twice.
 
 Redelivery after a crash and overlap after a rebalance are normal under at-least-once delivery.
-Before evaluating, a worker claims the interaction id with a lease (SET NX with a TTL, in Redis
+Before evaluating, a worker leases the interaction id with a lease (SET NX with a TTL, in Redis
 so that all replicas see it) under a token unique to that attempt; after exporting the scores it
-marks the id done for a long TTL. A claim held by any other token is BUSY, including one held by
+marks the id done for a long TTL. A lease held by any other token is BUSY, including one held by
 another attempt in the same replica (a duplicate that arrives while the first copy is still being
 evaluated); the worker waits and retries. The holder renews its lease while it works, so a long
-evaluation keeps its claim, and a claim whose holder died is picked up when its lease runs out.
+evaluation keeps its lease, and a lease whose holder died is picked up when its lease runs out.
 """
 
 from __future__ import annotations
@@ -17,16 +17,16 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 
-class Claim(StrEnum):
-    CLAIMED = "claimed"  # ours to evaluate
+class LeaseOutcome(StrEnum):
+    GRANTED = "granted"  # ours to evaluate
     DONE = "done"  # already scored: skip
     BUSY = "busy"  # another attempt holds the lease: retry later
 
 
 class IdempotencyStore(Protocol):
-    """Claims, leases and done marks of interaction ids, shared by every replica that scores."""
+    """Leases, leases and done marks of interaction ids, shared by every replica that scores."""
 
-    async def claim(self, interaction_id: str, token: str) -> Claim:
+    async def acquire(self, interaction_id: str, token: str) -> LeaseOutcome:
         """Take the id for the attempt `token` unless it is done or held by another token."""
         ...
 
@@ -39,7 +39,7 @@ class IdempotencyStore(Protocol):
         ...
 
     async def release(self, interaction_id: str, token: str) -> None:
-        """Give up a claim without scoring (deferral, shutdown), so another attempt can take it now."""
+        """Give up a lease without scoring (deferral, shutdown), so another attempt can take it now."""
         ...
 
 
@@ -55,20 +55,20 @@ class MemoryIdempotency:
         self._clock = clock
         self._entries: dict[str, tuple[str, float]] = {}
 
-    async def claim(self, interaction_id: str, token: str) -> Claim:
+    async def acquire(self, interaction_id: str, token: str) -> LeaseOutcome:
         now = self._clock()
         entry = self._entries.get(interaction_id)
         if entry is not None and entry[1] > now:
             if entry[0] == "done":
-                return Claim.DONE
+                return LeaseOutcome.DONE
             if entry[0] != token:
-                return Claim.BUSY
+                return LeaseOutcome.BUSY
         if len(self._entries) >= self._max_entries:
             self._entries = {k: v for k, v in self._entries.items() if v[1] > now}
             while len(self._entries) >= self._max_entries:
                 self._entries.pop(next(iter(self._entries)))
         self._entries[interaction_id] = (token, now + self._lease)
-        return Claim.CLAIMED
+        return LeaseOutcome.GRANTED
 
     async def renew(self, interaction_id: str, token: str) -> bool:
         entry = self._entries.get(interaction_id)
@@ -87,11 +87,11 @@ class MemoryIdempotency:
 
 
 # Take the key when absent; report done, or busy when another token holds it.
-_CLAIM = """
+_ACQUIRE = """
 local value = redis.call('GET', KEYS[1])
 if not value or value == ARGV[1] then
     redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-    return 'claimed'
+    return 'granted'
 end
 if value == 'done' then return 'done' end
 return 'busy'
@@ -114,13 +114,13 @@ class RedisIdempotency:
         self._lease_ms = int(lease_seconds * 1000)
         self._done_ms = int(done_seconds * 1000)
         self._prefix = prefix
-        self._claim = client.register_script(_CLAIM)
+        self._acquire = client.register_script(_ACQUIRE)
         self._renew = client.register_script(_RENEW)
         self._release = client.register_script(_RELEASE)
 
-    async def claim(self, interaction_id: str, token: str) -> Claim:
-        result = await self._claim(keys=[self._prefix + interaction_id], args=[token, self._lease_ms])
-        return Claim(result.decode() if isinstance(result, bytes) else result)
+    async def acquire(self, interaction_id: str, token: str) -> LeaseOutcome:
+        result = await self._acquire(keys=[self._prefix + interaction_id], args=[token, self._lease_ms])
+        return LeaseOutcome(result.decode() if isinstance(result, bytes) else result)
 
     async def renew(self, interaction_id: str, token: str) -> bool:
         return bool(await self._renew(keys=[self._prefix + interaction_id], args=[token, self._lease_ms]))

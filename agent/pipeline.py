@@ -1,53 +1,34 @@
-"""The one place that knows the topology: Source → decode → assemble → sample → evaluate → export.
+"""The running pipeline: Source → decode → assemble → sample → evaluate → export.
 
-`build_agent` wires the stages from Settings; `Pipeline` is the running intake and evaluation
-loop: sources hand it decoded requests, it assembles and samples them synchronously, and a fixed
-pool of asyncio workers evaluates the sampled interactions so that intake never waits on a judge.
+`Pipeline` is the intake and evaluation loop: sources hand it decoded requests, it assembles and
+samples them synchronously, and a fixed pool of asyncio workers evaluates the sampled
+interactions so that intake never waits on a judge. `Agent` starts and stops it with its source,
+budget and server. Both are wired from the settings in agent/build.py, and only there.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
-import os
-import socket
 import time
-import uuid
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from prometheus_client import CollectorRegistry
-
-from agent.aggregate import DriftAggregator, RedisDriftStore
-from agent.budget import BudgetController, MemoryLedger, RedisLedger, SpendLedger
-from agent.config import Settings
-from agent.delivery import Claims, Delivery, Job, JudgeGate, Retry, WorkLedger
-from agent.drift import DriftConfig
+from agent.budget import BudgetController
+from agent.delivery import Delivery, Job, JudgeGate, Leases, Retry, WorkLedger
 from agent.evaluate import Evaluator
 from agent.exporters.base import Exporter
-from agent.exporters.prometheus import MetricsServer, PrometheusExporter
-from agent.idempotency import IdempotencyStore, MemoryIdempotency, RedisIdempotency
-from agent.judges.factory import build_judge
-from agent.labels import SeriesBudget
-from agent.looplag import LoopLagMonitor
-from agent.metrics import METRICS
+from agent.exporters.prometheus import MetricsServer
+from agent.idempotency import IdempotencyStore
+from agent.infra.throttled_log import ThrottledLog
 from agent.model import MetricResult, RagInteraction, Span
 from agent.otlp import mark_own_telemetry
-from agent.otlp.assemble import Assembler, Assembly, Labeller, TraceAssembler
-from agent.otlp.conventions.genai import GenAI
-from agent.otlp.conventions.manual import Manual
-from agent.otlp.conventions.openinference import OpenInference
-from agent.otlp.conventions.openllmetry import OpenLLMetry
+from agent.otlp.assemble import Assembler, Assembly
 from agent.otlp.decode import DecodedRequest
-from agent.sampling import THROTTLED_REASONS, KeepRule, RateTable, RuleSampler, Sampler
+from agent.sampling import THROTTLED_REASONS, Sampler
 from agent.sources.base import Source
-from agent.sources.otlp_http import OtlpHttpSource
-from agent.sources.security import EndpointSecurity, load_web_config, otlp_security
 from agent.telemetry import Telemetry
-from agent.throttled_log import ThrottledLog
-from agent.trust.aggregator import PpiAggregator, ppi_aggregator
 
 log = logging.getLogger(__name__)
 
@@ -55,10 +36,24 @@ _DEAD_LETTER_LOG_INTERVAL = 10.0  # seconds between log lines per reason; counte
 _EXPIRY_TICKS_PER_WAIT = 10  # the assembler's wait is overrun by at most a tenth
 
 
+@dataclass(frozen=True, slots=True)
+class PipelineConfig:
+    """How much work the pipeline holds and how long it keeps a lease (settings: pipeline, idempotency)."""
+
+    max_pending: int = 1000
+    concurrency: int = 32
+    busy_retry_seconds: float = 1.0
+    assembly_wait_seconds: float = 30.0
+    lease_seconds: float = 60.0
+    done_seconds: float = 3600.0
+    owner: str = "ragpulse"
+    max_deferrals: int = 5
+
+
 class Pipeline:
     """Intake (synchronous, on the event loop) and the evaluation worker pool.
 
-    What is promised about each interaction (claimed once, deferred while the judge is away,
+    What is promised about each interaction (leased once, deferred while the judge is away,
     committed only when finished) lives in agent/delivery.py; this class wires the stages.
     """
 
@@ -70,16 +65,9 @@ class Pipeline:
         evaluator: Evaluator,
         exporters: Sequence[Exporter],
         telemetry: Telemetry,
-        max_pending: int,
-        concurrency: int,
         idempotency: IdempotencyStore,
-        busy_retry_seconds: float = 1.0,
-        assembly_wait_seconds: float = 30.0,
-        lease_seconds: float = 60.0,
-        done_seconds: float = 3600.0,
-        owner: str = "ragpulse",
+        config: PipelineConfig = PipelineConfig(),
         gate: JudgeGate | None = None,
-        max_deferrals: int = 5,
         label_spans: Callable[[Sequence[Span]], None] | None = None,
     ) -> None:
         self._label_spans = label_spans  # human labels in annotation spans (agent/trust)
@@ -88,28 +76,28 @@ class Pipeline:
         self._evaluator = evaluator
         self._exporters = tuple(exporters)
         self._telemetry = telemetry
-        self._max_pending = max_pending
-        self._concurrency = concurrency
+        self._max_pending = config.max_pending
+        self._concurrency = config.concurrency
         self._queue: asyncio.Queue[Job] = asyncio.Queue()
         self._ledger = WorkLedger()
         self.gate = gate or JudgeGate()
-        self._claims = Claims(
+        self._leases = Leases(
             idempotency,
-            owner,
-            lease_seconds=lease_seconds,
-            done_seconds=done_seconds,
+            config.owner,
+            lease_seconds=config.lease_seconds,
+            done_seconds=config.done_seconds,
             errors=telemetry.idempotency_errors.inc,
         )
         self._delivery = Delivery(
-            self._claims,
+            self._leases,
             self.gate,
             _Counters(telemetry),
-            busy_retry_seconds=busy_retry_seconds,
-            max_deferrals=max_deferrals,
+            busy_retry_seconds=config.busy_retry_seconds,
+            max_deferrals=config.max_deferrals,
         )
         self._workers: list[asyncio.Task[None]] = []
         self._expiry: asyncio.Task[None] | None = None
-        self._expiry_interval = min(1.0, assembly_wait_seconds / _EXPIRY_TICKS_PER_WAIT)
+        self._expiry_interval = min(1.0, config.assembly_wait_seconds / _EXPIRY_TICKS_PER_WAIT)
         self._dead_letters = ThrottledLog(log, _DEAD_LETTER_LOG_INTERVAL)
         self._export_failures = ThrottledLog(log, _DEAD_LETTER_LOG_INTERVAL)
         self._paused: str | None = None
@@ -193,7 +181,7 @@ class Pipeline:
     async def start(self) -> None:
         for exporter in self._exporters:
             await exporter.start()
-        await self._claims.start()
+        await self._leases.start()
         self._workers = [
             asyncio.create_task(self._work(), name=f"evaluate-{i}") for i in range(self._concurrency)
         ]
@@ -228,7 +216,7 @@ class Pipeline:
             elif retry.delay <= 0:
                 self._queue.put_nowait(job)
             else:
-                # Another replica holds the claim, or an export failed: try again a little later.
+                # Another replica holds the lease, or an export failed: try again a little later.
                 loop.call_later(retry.delay, self._queue.put_nowait, job)
 
     async def _export(self, interaction: RagInteraction, results: Sequence[MetricResult]) -> bool:
@@ -272,14 +260,14 @@ class Pipeline:
         except TimeoutError:
             log.warning(
                 "shutdown: %d interaction(s) left unevaluated after %.1fs; they stay uncommitted and "
-                "their claims are handed back",
+                "their leases are handed back",
                 self._ledger.pending,
                 timeout,
             )
         for worker in self._workers:
             worker.cancel()
         await asyncio.gather(*self._workers, return_exceptions=True)
-        await self._claims.shutdown()
+        await self._leases.shutdown()
         self._publish_watermark()
         for exporter in self._exporters:
             await exporter.shutdown(timeout)
@@ -302,7 +290,6 @@ class _Counters:
 class Agent:
     """Everything `ragpulse run` starts, in start order."""
 
-    settings: Settings
     telemetry: Telemetry
     source: Source
     pipeline: Pipeline
@@ -311,6 +298,9 @@ class Agent:
     redis: Any = None  # the one redis.asyncio client (verdict cache, idempotency keys, budget), if configured
     # A start-up call that reports a misconfigured LLM judge by a clear log line (None: no check).
     self_check: Callable[[], Coroutine[Any, Any, object]] | None = None
+    shutdown_timeout: float = 10.0
+    # Sources that cannot redeliver (OTLP) assemble what is buffered at shutdown; Kafka keeps it.
+    flush_incomplete: bool = True
     _self_check_task: asyncio.Task[object] | None = None
 
     async def start(self) -> None:
@@ -325,226 +315,14 @@ class Agent:
 
     async def shutdown(self) -> None:
         """Stop intake, finish or hand back evaluations, then commit only what is finished."""
-        timeout = self.settings.shutdown_timeout_seconds
+        timeout = self.shutdown_timeout
         if self._self_check_task is not None:
             self._self_check_task.cancel()
             await asyncio.gather(self._self_check_task, return_exceptions=True)
         await self.source.stop()
-        # A Kafka source redelivers what is left uncommitted, so incomplete traces stay buffered
-        # (uncommitted) for the partition's next owner instead of being assembled half-read.
-        await self.pipeline.shutdown(timeout, flush_incomplete=self.settings.source != "kafka")
+        await self.pipeline.shutdown(timeout, flush_incomplete=self.flush_incomplete)
         await self.source.shutdown(timeout)
         await self.budget.shutdown(timeout)
         await self.metrics_server.shutdown(timeout)
         if self.redis is not None:
             await self.redis.aclose()
-
-
-def drift_config(settings: Settings) -> DriftConfig:
-    return DriftConfig(
-        baseline_size=settings.drift_baseline_size,
-        window=settings.drift_window,
-        threshold=settings.drift_threshold,
-        alpha=settings.drift_alpha,
-    )
-
-
-def kafka_connection(settings: Settings) -> dict[str, Any]:
-    """kafka-python options shared by the consumer and the results producer."""
-    password = settings.kafka_sasl_password
-    optional = {
-        "sasl_mechanism": settings.kafka_sasl_mechanism,
-        "sasl_plain_username": settings.kafka_sasl_username,
-        "sasl_plain_password": password.get_secret_value() if password else None,
-        "ssl_cafile": settings.kafka_ssl_cafile,
-        "ssl_certfile": settings.kafka_ssl_certfile,
-        "ssl_keyfile": settings.kafka_ssl_keyfile,
-    }
-    return {
-        "bootstrap_servers": list(settings.kafka_bootstrap),
-        "security_protocol": settings.kafka_security_protocol,
-        **{k: v for k, v in optional.items() if v is not None},
-    }
-
-
-def build_source(settings: Settings, telemetry: Telemetry) -> Source:
-    if settings.source == "kafka":
-        # Imported here so the embedded default never loads the Kafka client.
-        from agent.sources.kafka import KafkaSource, KafkaSourceConfig
-
-        config = KafkaSourceConfig(
-            connection=kafka_connection(settings),
-            topic=settings.kafka_topic,
-            group_id=settings.kafka_group_id,
-            encoding=settings.kafka_encoding,
-            auto_offset_reset=settings.kafka_auto_offset_reset,
-            session_timeout_ms=settings.kafka_session_timeout_ms,
-            heartbeat_interval_ms=settings.kafka_heartbeat_interval_ms,
-            max_poll_interval_ms=settings.kafka_max_poll_interval_ms,
-            max_partition_fetch_bytes=settings.kafka_max_partition_fetch_bytes,
-            fetch_max_bytes=settings.kafka_fetch_max_bytes,
-            commit_interval_seconds=settings.kafka_commit_interval_seconds,
-        )
-        return KafkaSource(config, telemetry)
-    http = OtlpHttpSource(
-        *settings.otlp_address,
-        max_body_bytes=settings.otlp_max_body_bytes,
-        telemetry=telemetry,
-        # 401s are counted with the receiver's other refusals (reason "unauthorized").
-        security=otlp_security(settings),
-    )
-    grpc_address = settings.otlp_grpc_address
-    if grpc_address is None:
-        return http
-    # Imported here so that disabling gRPC never loads grpcio.
-    from agent.sources.composite import CompositeSource
-    from agent.sources.grpc_security import interceptors, server_credentials
-    from agent.sources.otlp_grpc import SOURCE as GRPC_SOURCE
-    from agent.sources.otlp_grpc import OtlpGrpcSource
-
-    unauthorized = telemetry.requests_refused.labels(GRPC_SOURCE, "unauthorized").inc
-    grpc = OtlpGrpcSource(
-        *grpc_address,
-        max_body_bytes=settings.otlp_max_body_bytes,
-        refused=telemetry.requests_refused,
-        # The same TLS, mTLS and bearer-token settings as OTLP/HTTP (agent/sources/grpc_security.py).
-        credentials=server_credentials(settings),
-        interceptors=interceptors(settings, unauthorized),
-    )
-    return CompositeSource([http, grpc])
-
-
-def build_exporters(
-    settings: Settings, telemetry: Telemetry, redis: Any = None, ppi: PpiAggregator | None = None
-) -> list[Exporter]:
-    exporters: list[Exporter] = []
-    if settings.results_topic:
-        from agent.exporters.kafka_results import KafkaResultsExporter
-
-        exporters.append(
-            KafkaResultsExporter(
-                kafka_connection(settings),
-                settings.results_topic,
-                include_text=settings.results_include_text,
-                label_sampler=ppi.sampler if ppi is not None else None,
-            )
-        )
-    if settings.results_otlp_endpoint:
-        from agent.exporters.otlp_results import OtlpResultsExporter
-
-        headers = dict(item.partition("=")[::2] for item in settings.results_otlp_headers)
-        exporters.append(
-            OtlpResultsExporter(
-                settings.results_otlp_endpoint,
-                telemetry,
-                headers=headers,
-                include_text=settings.results_include_text,
-                timeout_seconds=settings.results_otlp_timeout_seconds,
-            )
-        )
-    # In-process exporters last: they count an interaction only once the durable ones succeeded.
-    exporters.append(PrometheusExporter(telemetry))
-    store = RedisDriftStore(redis, settings.drift_state_ttl_seconds) if redis is not None else None
-    exporters.append(
-        DriftAggregator(
-            telemetry,
-            drift_config(settings),
-            settings.drift_max_series,
-            store=store,
-            save_interval=settings.drift_save_interval_seconds,
-        )
-    )
-    if ppi is not None:
-        exporters.append(ppi)
-    return exporters
-
-
-def build_agent(
-    settings: Settings, registry: CollectorRegistry | None = None, observers: Sequence[Exporter] = ()
-) -> Agent:
-    """The agent `ragpulse run` starts. `observers` are extra in-process exporters that see every
-    evaluated interaction after the configured ones (`ragpulse demo`'s live view)."""
-    telemetry = Telemetry(registry if registry is not None else CollectorRegistry())
-    for key, threshold in settings.alert_thresholds.items():
-        service, _, metric = key.rpartition("/")
-        telemetry.quality_threshold.labels(service, metric).set(threshold)
-    redis = None
-    owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-    idempotency: IdempotencyStore
-    ledger: SpendLedger
-    if settings.redis_url:
-        from agent.judges.redis_cache import redis_client
-
-        redis = redis_client(settings.redis_url)
-        idempotency = RedisIdempotency(
-            redis, owner, settings.idempotency_lease_seconds, settings.idempotency_ttl_seconds
-        )
-        ledger = RedisLedger(redis)
-    else:
-        idempotency = MemoryIdempotency(
-            owner, settings.idempotency_lease_seconds, settings.idempotency_ttl_seconds
-        )
-        ledger = MemoryLedger()
-    budget = BudgetController(
-        ledger,
-        telemetry,
-        calls_per_minute=settings.budget_calls_per_minute,
-        usd_per_hour=settings.budget_usd_per_hour,
-        exhausted=telemetry.budget_exhausted.set,
-    )
-    keep_rules = [KeepRule.parse(rule) for rule in settings.sample_keep_rules]
-    rates = RateTable.parse(settings.sample_rate, settings.sample_rates)
-    sampler = RuleSampler(rates, keep_rules, budget, keep_per_minute=settings.sample_keep_max_per_minute)
-    # Trust: prediction-powered estimates from human labels (None unless label_sample_rate > 0).
-    ppi = ppi_aggregator(settings, telemetry, keep_rules, rates, budget)
-    series_budget = SeriesBudget(
-        settings.max_label_pairs,
-        settings.max_label_values,
-        on_overflow=lambda kind: telemetry.label_overflows.labels(kind).inc(),
-    )
-    labeller = Labeller(settings.route_attributes, series_budget)
-    judge = build_judge(settings, telemetry, redis)
-    pipeline = Pipeline(
-        assembler=TraceAssembler(
-            [OpenInference(), OpenLLMetry(), GenAI(), Manual()],
-            labeller,
-            wait_seconds=settings.assembly_wait_seconds,
-            max_traces=settings.assembly_max_traces,
-            max_spans_per_trace=settings.assembly_max_spans_per_trace,
-            max_chunk_bytes=settings.assembly_max_chunk_bytes,
-            capture=[rule.attribute for rule in keep_rules],
-        ),
-        sampler=sampler,
-        evaluator=Evaluator([METRICS[name]() for name in settings.metrics], judge),
-        exporters=[*build_exporters(settings, telemetry, redis, ppi), *observers],
-        telemetry=telemetry,
-        max_pending=settings.max_pending,
-        concurrency=settings.eval_concurrency,
-        idempotency=idempotency,
-        assembly_wait_seconds=settings.assembly_wait_seconds,
-        lease_seconds=settings.idempotency_lease_seconds,
-        done_seconds=settings.idempotency_ttl_seconds,
-        owner=owner,
-        max_deferrals=settings.judge_defer_max_attempts,
-        label_spans=ppi.observe_spans if ppi is not None else None,
-    )
-    source = build_source(settings, telemetry)
-    gate = pipeline.gate
-    readiness = {"source": source.ready, "judge": lambda: judge.healthy() and not gate.failing}
-    metrics_security = EndpointSecurity()
-    if settings.metrics_web_config_file:
-        refused = telemetry.requests_refused.labels("metrics", "unauthorized").inc
-        metrics_security = load_web_config(settings.metrics_web_config_file).security(refused)
-    metrics_server = MetricsServer(
-        telemetry.registry,
-        *settings.metrics_address,
-        checks=readiness,
-        loop_lag=LoopLagMonitor(telemetry),
-        security=metrics_security,
-    )
-    self_check: Callable[[], Coroutine[Any, Any, object]] | None = None
-    if settings.judge_self_check and not settings.judge_is_local:
-        from agent.judges.llm import self_check as check_judge
-
-        self_check = functools.partial(check_judge, judge, settings.judge_api_base or "")
-    return Agent(settings, telemetry, source, pipeline, budget, metrics_server, redis, self_check)

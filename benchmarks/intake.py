@@ -35,13 +35,13 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from agent.labels import SeriesBudget
 from agent.otlp.assemble import Labeller, TraceAssembler
 from agent.otlp.conventions.genai import GenAI
 from agent.otlp.conventions.manual import Manual
 from agent.otlp.conventions.openinference import OpenInference
 from agent.otlp.conventions.openllmetry import OpenLLMetry
 from agent.otlp.decode import _pb_value, decode_request
+from agent.series_budget import SeriesBudget
 from tests.otlp_support import OpenIntake
 
 BATCH = 50

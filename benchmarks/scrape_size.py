@@ -1,7 +1,7 @@
 """Size of one /metrics scrape at the default series budget.
 
 The agent bounds its labels with one budget on (service, route) pairs (`max_label_pairs`, 500;
-`max_label_values`, 100 routes per service; more become `__other__`, agent/labels.py SeriesBudget),
+`max_label_values`, 100 routes per service; more become `__other__`, agent/series_budget.py SeriesBudget),
 and drift series for at most `drift_max_series` (2000) (service, route, metric) triples. This
 fills a real `Telemetry` (the agent's own instruments) with every series the pipeline creates
 for each (service, route) pair it sees: interactions and sampled counters, the sample ratio per
@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from prometheus_client import CollectorRegistry, generate_latest
 
 from agent.config import Settings
-from agent.labels import SeriesBudget
+from agent.series_budget import SeriesBudget
 from agent.telemetry import Telemetry
 
 METRICS = Settings().metrics
@@ -31,8 +31,8 @@ METRICS = Settings().metrics
 def exposition(services: int, routes_per_service: int, shared_routes: bool) -> tuple[int, int, int, int]:
     """(pairs, sample lines, bytes, gzipped bytes) of a scrape after traffic of that shape."""
     defaults = Settings()
-    budget = SeriesBudget(defaults.max_label_pairs, defaults.max_label_values)
-    drift_cap = defaults.drift_max_series
+    budget = SeriesBudget(defaults.series.max_pairs, defaults.series.max_routes)
+    drift_cap = defaults.drift.max_series
     telemetry = Telemetry(CollectorRegistry())
     drift_series = 0
     pairs = set()
@@ -56,7 +56,7 @@ def exposition(services: int, routes_per_service: int, shared_routes: bool) -> t
     for name in ("ok", "error"):
         telemetry.judge_requests.labels("lexical", name).inc()
     telemetry.judge_latency.labels("lexical").observe(0.01)
-    for metric, value in defaults.alert_thresholds.items():
+    for metric, value in defaults.alerts.thresholds.items():
         service, _, name = metric.rpartition("/")
         telemetry.quality_threshold.labels(service, name).set(value)
     body = generate_latest(telemetry.registry)

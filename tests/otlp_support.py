@@ -14,7 +14,6 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from agent.labels import SeriesBudget
 from agent.model import Span
 from agent.otlp.assemble import Assembly, Labeller, TraceAssembler
 from agent.otlp.conventions.genai import GenAI
@@ -22,6 +21,7 @@ from agent.otlp.conventions.manual import Manual
 from agent.otlp.conventions.openinference import OpenInference
 from agent.otlp.conventions.openllmetry import OpenLLMetry
 from agent.otlp.decode import decode_request
+from agent.series_budget import SeriesBudget
 
 CONVENTIONS = (OpenInference(), OpenLLMetry(), GenAI(), Manual())
 

@@ -35,8 +35,7 @@ DEMO_DRIFT = {"drift_baseline_size": 150, "drift_window": 50}
 
 
 def demo_settings(settings: Settings) -> Settings:
-    update = {k: v for k, v in DEMO_DRIFT.items() if k not in settings.model_fields_set}
-    return settings.model_copy(update=update)
+    return settings.with_defaults(DEMO_DRIFT)
 
 
 async def generate(
@@ -153,7 +152,7 @@ def run_demo(settings: Settings, *, duration: float | None, regress_after: float
     output is a terminal)."""
     from rich.console import Console
 
-    from agent.pipeline import build_agent
+    from agent.build import build_agent
 
     settings = demo_settings(settings)
     console = Console(soft_wrap=True)
@@ -182,7 +181,7 @@ def run_demo(settings: Settings, *, duration: float | None, regress_after: float
     )
     recorder = Recorder(started)
     agent = build_agent(settings, registry, observers=[recorder])
-    state = DemoState(registry, recorder, schedule, duration, settings.judge_model)
+    state = DemoState(registry, recorder, schedule, duration, settings.judge.model)
 
     def on_phase(phase: Phase) -> None:
         state.phase = phase
@@ -199,7 +198,7 @@ def run_demo(settings: Settings, *, duration: float | None, regress_after: float
         # alone can take seconds to import): durations and the regression time count from here.
         started = time.monotonic()
         recorder.restart_clock(started)
-        host, port = settings.otlp_address
+        host, port = settings.otlp.address
         emitter = SpanEmitter(f"http://{host}:{port}")
         generator = asyncio.create_task(
             generate(emitter, TrafficModel(seed), schedule, rate, started, duration, on_phase)
@@ -218,9 +217,9 @@ def run_demo(settings: Settings, *, duration: float | None, regress_after: float
         await agent.shutdown()
         state.poll_drift()
 
-    metrics_host, metrics_port = settings.metrics_address
+    metrics_host, metrics_port = settings.server.address
     console.print(
-        f"ragpulse demo: judge [bold]{settings.judge_model}[/], {rate:g} interactions/s, "
+        f"ragpulse demo: judge [bold]{settings.judge.model}[/], {rate:g} interactions/s, "
         f"/metrics on http://{metrics_host}:{metrics_port}/metrics, regression at "
         f"{'never' if regress_after is None else f'{regress_after:g}s'}"
         + ("" if duration is None else f", {duration:g}s in all (Ctrl-C ends it early)"),

@@ -13,9 +13,9 @@ from collections.abc import Callable, Mapping, Sequence
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from agent.looplag import LoopLagMonitor
+from agent.infra.endpoint_security import EndpointSecurity
+from agent.infra.looplag import LoopLagMonitor
 from agent.model import MetricResult, Outcome, RagInteraction
-from agent.sources.security import EndpointSecurity
 from agent.telemetry import Telemetry
 
 log = logging.getLogger(__name__)

@@ -22,8 +22,8 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
 
 from agent import __version__
+from agent.infra.secrets import mask
 from agent.model import MetricResult, Outcome, RagInteraction
-from agent.secrets import mask
 
 AGENT_RESOURCE_ATTRIBUTE = "ragpulse.agent"
 EVALUATION_EVENT = "gen_ai.evaluation.result"

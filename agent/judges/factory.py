@@ -16,42 +16,42 @@ from agent.telemetry import Telemetry
 
 def build_verdict_cache(settings: Settings, telemetry: Telemetry, redis: Any = None) -> VerdictCache:
     """Redis when configured (sharing `redis`, the agent's one client, if given), else in-process."""
-    if settings.redis_url is None:
-        return MemoryVerdictCache(settings.cache_max_entries)
+    if settings.redis.url is None:
+        return MemoryVerdictCache(settings.cache.max_entries)
     from agent.judges.redis_cache import RedisVerdictCache, redis_client
 
     return RedisVerdictCache(
-        redis if redis is not None else redis_client(settings.redis_url),
-        settings.cache_ttl_seconds,
+        redis if redis is not None else redis_client(settings.redis.url),
+        settings.cache.ttl_seconds,
         telemetry,
-        prefix=settings.cache_key_prefix,
+        prefix=settings.cache.key_prefix,
     )
 
 
 def build_inner_judge(settings: Settings, telemetry: Telemetry) -> Judge:
     """The judge that does the work, without cache or instruments."""
-    if settings.judge_model == "embedding":
+    if settings.judge.model == "embedding":
         from agent.judges.embedding import EmbeddingJudge
 
         return EmbeddingJudge()
-    if settings.judge_is_local:
+    if settings.judge.is_local:
         return LexicalJudge()
     # Imported here: it loads litellm, which a local-judge deployment never needs.
     from agent.judges.llm import LLMJudge, LLMJudgeOptions
 
-    key = settings.judge_api_key.get_secret_value() if settings.judge_api_key else None
+    key = settings.judge.api_key.get_secret_value() if settings.judge.api_key else None
     options = LLMJudgeOptions(
-        api_base=settings.judge_api_base,
+        api_base=settings.judge.api_base,
         api_key=key,
-        timeout=settings.judge_timeout_seconds,
-        max_retries=settings.judge_max_retries,
-        retry_max_elapsed=settings.judge_retry_max_elapsed_seconds,
-        breaker_failures=settings.judge_breaker_failures,
-        breaker_cooldown=settings.judge_breaker_cooldown_seconds,
-        max_concurrency=settings.judge_max_concurrency,
-        structured_output=settings.judge_structured_output,
+        timeout=settings.judge.timeout_seconds,
+        max_retries=settings.judge.max_retries,
+        retry_max_elapsed=settings.judge.retry_max_elapsed_seconds,
+        breaker_failures=settings.judge.breaker_failures,
+        breaker_cooldown=settings.judge.breaker_cooldown_seconds,
+        max_concurrency=settings.judge.max_concurrency,
+        structured_output=settings.judge.structured_output,
     )
-    return LLMJudge(settings.judge_model, options, usage=telemetry)
+    return LLMJudge(settings.judge.model, options, usage=telemetry)
 
 
 def build_judge(
@@ -67,8 +67,8 @@ def build_judge(
     """
     bounded = BoundedJudge(
         build_inner_judge(settings, telemetry),
-        max_text_chars=settings.judge_max_text_chars,
-        offload=settings.judge_is_local,
+        max_text_chars=settings.judge.max_text_chars,
+        offload=settings.judge.is_local,
         on_truncate=telemetry.judge_texts_truncated.inc,
     )
     judge: CachedJudge | InstrumentedJudge = InstrumentedJudge(bounded, telemetry)
@@ -79,9 +79,9 @@ def build_judge(
     from agent.redact import RedactionRules, Redactor
 
     rules = RedactionRules(
-        kinds=settings.redact_kinds,
-        patterns=settings.redact_patterns,
-        allow=settings.redact_allow,
-        phone_regions=settings.redact_phone_regions,
+        kinds=settings.security.kinds,
+        patterns=settings.security.patterns,
+        allow=settings.security.allow,
+        phone_regions=settings.security.phone_regions,
     )
     return RedactingJudge(judge, Redactor(rules), telemetry)

@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from agent.infra.throttled_log import ThrottledLog
 from agent.judges.base import (
     ASSESS_CHUNKS,
     ASSESS_INTERACTION,
@@ -56,7 +57,6 @@ from agent.judges.questions import (
     ordered,
 )
 from agent.model import Verdict
-from agent.throttled_log import ThrottledLog
 
 __all__ = [
     "PROMPT_VERSION",

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 from urllib.parse import unquote, urlsplit
 
-from agent.throttled_log import ThrottledLog
+from agent.infra.throttled_log import ThrottledLog
 
 log = logging.getLogger(__name__)
 

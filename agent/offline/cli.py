@@ -127,7 +127,7 @@ async def _score_all(
 
     telemetry = Telemetry(CollectorRegistry())
     judge = build_judge(settings, telemetry)
-    evaluator = OfflineEvaluator(judge, metrics, k=k, concurrency=settings.eval_concurrency)
+    evaluator = OfflineEvaluator(judge, metrics, k=k, concurrency=settings.pipeline.eval_concurrency)
     scored: list[Scored] = []
     for n, (path, (items, bad)) in enumerate(zip(files, loaded, strict=True)):
         results = await _score(evaluator, items, path, console)

@@ -84,7 +84,7 @@ class Assembler(Protocol):
 class Labeller:
     """Derives the bounded `service` and `route` labels of an interaction.
 
-    `budget` maps a (service, route) pair to the labels to use (agent.labels.SeriesBudget: one
+    `budget` maps a (service, route) pair to the labels to use (agent.series_budget.SeriesBudget: one
     limit on the pair bounds every series labelled by both).
     """
 

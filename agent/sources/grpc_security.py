@@ -14,8 +14,8 @@ from typing import Any
 
 import grpc
 
-from agent.config import ConfigError, Settings
-from agent.sources.security import Refused, bearer_matches, otlp_bearer_token
+from agent.config import ConfigError, OtlpSettings
+from agent.infra.endpoint_security import Refused, bearer_matches, otlp_bearer_token
 
 log = logging.getLogger(__name__)
 
@@ -29,12 +29,12 @@ def _read(path: str, setting: str) -> bytes:
         raise ConfigError(f"{setting} {path}: {exc.strerror}") from None
 
 
-def server_credentials(settings: Settings) -> grpc.ServerCredentials | None:
+def server_credentials(otlp: OtlpSettings) -> grpc.ServerCredentials | None:
     """TLS credentials for the gRPC receiver, None for plaintext; mTLS with a client CA."""
     cert, key, client_ca = (
-        settings.otlp_tls_cert_file,
-        settings.otlp_tls_key_file,
-        settings.otlp_tls_client_ca_file,
+        otlp.tls_cert_file,
+        otlp.tls_key_file,
+        otlp.tls_client_ca_file,
     )
     if not (cert or key):
         if client_ca:
@@ -89,7 +89,7 @@ class BearerTokenInterceptor(grpc.aio.ServerInterceptor):
 
 
 def interceptors(
-    settings: Settings, refused: Refused | None = None
+    otlp: OtlpSettings, refused: Refused | None = None
 ) -> tuple[grpc.aio.ServerInterceptor, ...]:
-    token = otlp_bearer_token(settings)
+    token = otlp_bearer_token(otlp)
     return (BearerTokenInterceptor(token, refused),) if token else ()

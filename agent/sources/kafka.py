@@ -46,12 +46,12 @@ from kafka.consumer.subscription_state import AsyncConsumerRebalanceListener
 from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata
 
+from agent.infra.throttled_log import ThrottledLog
 from agent.otlp.decode import KAFKA_ENCODINGS, DecodedRequest, UndecodableError, decode_kafka_value
 from agent.sources.base import Intake
 from agent.sources.handover import DECODE_INLINE_BYTES, LoopTurns, slices
 from agent.sources.offsets import OffsetTracker
 from agent.telemetry import Telemetry
-from agent.throttled_log import ThrottledLog
 
 log = logging.getLogger(__name__)
 

@@ -34,12 +34,12 @@ from google.protobuf import json_format
 from google.rpc import code_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
+from agent.infra.endpoint_security import EndpointSecurity
 from agent.otlp.decode import DecodedRequest, Encoding, UndecodableError, decode_request
 from agent.sources import refusals
 from agent.sources.base import Intake
 from agent.sources.handover import ACCEPT_SLICE_SPANS, DECODE_INLINE_BYTES, slices
 from agent.sources.refusals import RateLimitFilter, Refusals
-from agent.sources.security import EndpointSecurity
 from agent.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -174,7 +174,7 @@ class OtlpHttpSource:
         self._intake = intake
         # One decoding thread: decoding is CPU work under the GIL, more threads would not help.
         self._decoder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="otlp-decode")
-        security = self._security  # TLS and bearer token (agent/sources/security.py), off by default
+        security = self._security  # TLS and bearer token (agent/infra/endpoint_security.py), off by default
         app = web.Application(client_max_size=self._max_body_bytes, middlewares=security.middlewares)
         app.router.add_post("/v1/traces", self._handle)
         self._runner = web.AppRunner(

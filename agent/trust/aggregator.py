@@ -20,14 +20,12 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from agent.budget import BudgetController
-from agent.config import Settings
 from agent.model import MetricResult, Outcome, RagInteraction, Span
 from agent.sampling import KeepRule, RateTable, trace_fraction
 from agent.telemetry import Telemetry
-from agent.trust.calibration import CalibrationSet, load_calibrations
+from agent.trust.calibration import CalibrationSet
 from agent.trust.label_sampling import LabelSampler, label_fraction
 from agent.trust.labels import Label, carries_labels, labels_from_span
 from agent.trust.ppi import Estimate, JudgedMoments, LabelledMoments, Tuning, ppi_mean
@@ -276,52 +274,3 @@ def rate_sampled(keep_rules: Sequence[KeepRule], rates: RateTable, budget: Budge
         return trace_fraction(interaction.trace_id) < rate
 
     return uniform
-
-
-def ppi_aggregator(
-    settings: Settings,
-    telemetry: Telemetry,
-    keep_rules: Sequence[KeepRule],
-    rates: RateTable,
-    budget: BudgetController,
-) -> PpiAggregator | None:
-    """The streaming estimate as configured; None when label sampling is off."""
-    if settings.label_sample_rate <= 0:
-        if settings.calibration_file:
-            log.warning("calibration_file is set but label_sample_rate is 0: no estimate uses it")
-        return None
-    calibrations = load_calibrations(Path(settings.calibration_file)) if settings.calibration_file else None
-    for calibration in calibrations.calibrations.values() if calibrations else ():
-        judge = calibration.fitted_on.get("judge")
-        if judge and judge != settings.judge_model:
-            log.warning(
-                "calibration of %s was fitted on judge %s, but the judge is %s: re-run ragpulse calibrate",
-                calibration.metric, judge, settings.judge_model,
-            )  # fmt: skip
-        thresholds = ", ".join(
-            f"{t.target}>={t.goal:g} below {t.threshold:g}"
-            for t in calibration.thresholds
-            if t.threshold is not None
-        )
-        log.info(
-            "calibration of %s loaded (%s, %s labels)%s",
-            calibration.metric, calibration.method, calibration.fitted_on.get("items", "?"),
-            f"; problem thresholds: {thresholds}" if thresholds else "",
-        )  # fmt: skip
-    return PpiAggregator(
-        telemetry,
-        PpiConfig(
-            window_seconds=settings.ppi_window_seconds,
-            min_labels=settings.ppi_min_labels,
-            windows_kept=settings.ppi_windows_kept,
-            max_series=settings.drift_max_series,
-            max_pending=settings.label_max_pending,
-        ),
-        LabelSampler(
-            settings.label_sample_rate,
-            settings.label_oversample,
-            (settings.label_uncertain_low, settings.label_uncertain_high),
-        ),
-        calibrations=calibrations,
-        uniform=rate_sampled(keep_rules, rates, budget),
-    )

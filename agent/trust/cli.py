@@ -256,13 +256,16 @@ def _queue_from_topic(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"ragpulse label-queue: {exc}", file=sys.stderr)
         return 2
-    if not settings.results_topic:
+    topic = settings.results.topic
+    if not topic:
         print("ragpulse label-queue: results_topic is not set", file=sys.stderr)
         return 2
+    from agent.build import kafka_connection
+
     try:
-        rows, read = read_marked(settings, args.wait)
+        rows, read = read_marked(kafka_connection(settings.kafka), topic, args.wait)
     except Exception as exc:  # the broker is unreachable or the topic unknown: say so, no traceback
-        print(f"ragpulse label-queue: cannot read {settings.results_topic}: {exc}", file=sys.stderr)
+        print(f"ragpulse label-queue: cannot read {topic}: {exc}", file=sys.stderr)
         return 1
     out = args.out.open("w", encoding="utf-8") if args.out else sys.stdout
     try:

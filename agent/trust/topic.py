@@ -9,9 +9,9 @@ offsets seen at start, without a consumer group (nothing is committed).
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any
 
-from agent.config import Settings
 from agent.trust.label_sampling import REASON_ATTRIBUTE, REQUESTED_ATTRIBUTE, WEIGHT_ATTRIBUTE
 
 
@@ -57,15 +57,15 @@ def marked_rows(message: bytes) -> tuple[list[dict[str, Any]], int]:
     return rows, results
 
 
-def read_marked(settings: Settings, wait_seconds: float) -> tuple[list[dict[str, Any]], int]:
-    """Every marked result on the results topic up to its current end; (rows, results read)."""
+def read_marked(
+    connection: Mapping[str, Any], topic: str, wait_seconds: float
+) -> tuple[list[dict[str, Any]], int]:
+    """Every marked result on `topic` up to its current end; (rows, results read). `connection`
+    holds kafka-python's connection options (agent.build.kafka_connection)."""
     from kafka import KafkaConsumer, TopicPartition
 
-    from agent.pipeline import kafka_connection
-
-    topic = settings.results_topic
     consumer = KafkaConsumer(
-        **kafka_connection(settings), group_id=None, enable_auto_commit=False, auto_offset_reset="earliest"
+        **connection, group_id=None, enable_auto_commit=False, auto_offset_reset="earliest"
     )
     try:
         deadline = time.monotonic() + wait_seconds

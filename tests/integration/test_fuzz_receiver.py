@@ -21,8 +21,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from prometheus_client import CollectorRegistry
 
+from agent.build import build_agent
 from agent.config import load_settings
-from agent.pipeline import Agent, build_agent
+from agent.pipeline import Agent
 from tests.hostile_bodies import (
     Hostile,
     _json_request,

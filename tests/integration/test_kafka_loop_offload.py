@@ -23,9 +23,10 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 import agent.sources.kafka as kafka_source
+from agent.build import build_agent
 from agent.config import load_settings
 from agent.otlp.decode import DecodedRequest
-from agent.pipeline import Agent, build_agent
+from agent.pipeline import Agent
 from agent.sources.handover import DECODE_INLINE_BYTES, LoopTurns
 from agent.sources.kafka import KafkaSource, KafkaSourceConfig
 from agent.telemetry import Telemetry

@@ -358,7 +358,7 @@ def test_lexical_agent_never_imports_litellm() -> None:
     code = (
         "import sys, agent, agent.cli\n"
         "from agent.config import Settings\n"
-        "from agent.pipeline import build_agent\n"
+        "from agent.build import build_agent\n"
         "build_agent(Settings())\n"
         "print('litellm' in sys.modules)\n"
     )

@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 
-from agent.config import Settings  # noqa: E402
+from agent.config import OtlpSettings  # noqa: E402
 from agent.sources.grpc_security import interceptors, server_credentials  # noqa: E402
 from tests.support import free_port  # noqa: E402
 from tests.tls_support import Pki, make_pki  # noqa: E402
@@ -32,7 +32,7 @@ TOKEN = "grpc-token-8d41"
 class TraceService:
     """A real gRPC server on a free port with the TraceService/Export method, in a thread."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: OtlpSettings) -> None:
         self.received = 0
         self.refused = 0
         self.port = free_port()
@@ -41,7 +41,7 @@ class TraceService:
         self.thread.start()
         asyncio.run_coroutine_threadsafe(self._start(settings), self.loop).result(30)
 
-    async def _start(self, settings: Settings) -> None:
+    async def _start(self, settings: OtlpSettings) -> None:
         async def export(body: bytes, context: object) -> bytes:
             self.received += 1
             return trace_service_pb2.ExportTraceServiceResponse().SerializeToString()
@@ -100,7 +100,7 @@ def export(port: int, ca: Path | None, **options: object) -> SpanExportResult:
 @pytest.fixture
 def tls_service(pki: Pki) -> Iterator[TraceService]:
     service = TraceService(
-        Settings(
+        OtlpSettings(
             otlp_tls_cert_file=str(pki.server_cert),
             otlp_tls_key_file=str(pki.server_key),
             otlp_bearer_token=TOKEN,
@@ -133,7 +133,7 @@ def test_grpc_tls_and_bearer_token_with_the_sdk_exporter(tls_service: TraceServi
 
 def test_grpc_mutual_tls_requires_a_client_certificate(pki: Pki) -> None:
     service = TraceService(
-        Settings(
+        OtlpSettings(
             otlp_tls_cert_file=str(pki.server_cert),
             otlp_tls_key_file=str(pki.server_key),
             otlp_tls_client_ca_file=str(pki.ca),

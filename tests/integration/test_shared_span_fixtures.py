@@ -12,13 +12,13 @@ import random
 
 import pytest
 
-from agent.labels import SeriesBudget
 from agent.otlp.assemble import NOT_RAG, Assembly, Labeller, TraceAssembler
 from agent.otlp.conventions.genai import GenAI
 from agent.otlp.conventions.manual import Manual
 from agent.otlp.conventions.openinference import OpenInference
 from agent.otlp.conventions.openllmetry import OpenLLMetry
 from agent.otlp.decode import decode_request
+from agent.series_budget import SeriesBudget
 from tests.support import SHARED_DATA
 
 SPANS = SHARED_DATA / "otel_spans"

@@ -7,11 +7,12 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from agent.config import DEFAULT_ALERT_THRESHOLDS, ConfigError, load_settings
+from agent.build import load_checked_settings
+from agent.config import DEFAULT_ALERT_THRESHOLDS, ConfigError
 
 
 def test_defaults_are_the_documented_thresholds() -> None:
-    assert load_settings(environ={}).alert_thresholds == {
+    assert load_checked_settings(environ={}).alerts.thresholds == {
         "faithfulness": 0.8,
         "context_relevancy": 0.6,
         "answer_relevancy": 0.7,
@@ -20,8 +21,10 @@ def test_defaults_are_the_documented_thresholds() -> None:
 
 
 def test_environment_sets_some_and_the_rest_keep_their_defaults() -> None:
-    settings = load_settings(environ={"RAGPULSE_ALERT_THRESHOLDS": "faithfulness=0.9, context_precision=0.5"})
-    assert settings.alert_thresholds == {
+    settings = load_checked_settings(
+        environ={"RAGPULSE_ALERT_THRESHOLDS": "faithfulness=0.9, context_precision=0.5"}
+    )
+    assert settings.alerts.thresholds == {
         **DEFAULT_ALERT_THRESHOLDS,
         "faithfulness": 0.9,
         "context_precision": 0.5,
@@ -29,18 +32,18 @@ def test_environment_sets_some_and_the_rest_keep_their_defaults() -> None:
 
 
 def test_a_service_can_have_its_own_threshold() -> None:
-    settings = load_settings(environ={"RAGPULSE_ALERT_THRESHOLDS": "checkout/faithfulness=0.9"})
-    assert settings.alert_thresholds == {**DEFAULT_ALERT_THRESHOLDS, "checkout/faithfulness": 0.9}
+    settings = load_checked_settings(environ={"RAGPULSE_ALERT_THRESHOLDS": "checkout/faithfulness=0.9"})
+    assert settings.alerts.thresholds == {**DEFAULT_ALERT_THRESHOLDS, "checkout/faithfulness": 0.9}
     with pytest.raises(ConfigError, match="unknown metric"):
-        load_settings(environ={"RAGPULSE_ALERT_THRESHOLDS": "checkout/groundedness=0.9"})
+        load_checked_settings(environ={"RAGPULSE_ALERT_THRESHOLDS": "checkout/groundedness=0.9"})
 
 
 def test_yaml_mapping(tmp_path: Path) -> None:
     config = tmp_path / "ragpulse.yaml"
     config.write_text("alert_thresholds:\n  answer_relevancy: 0.55\n")
-    settings = load_settings(config_file=config, environ={})
-    assert settings.alert_thresholds["answer_relevancy"] == 0.55
-    assert settings.alert_thresholds["faithfulness"] == 0.8
+    settings = load_checked_settings(config_file=config, environ={})
+    assert settings.alerts.thresholds["answer_relevancy"] == 0.55
+    assert settings.alerts.thresholds["faithfulness"] == 0.8
 
 
 @pytest.mark.parametrize(
@@ -54,15 +57,15 @@ def test_yaml_mapping(tmp_path: Path) -> None:
 )
 def test_bad_thresholds_stop_the_start_naming_the_setting(value: str, message: str) -> None:
     with pytest.raises(ConfigError, match="alert_thresholds") as error:
-        load_settings(environ={"RAGPULSE_ALERT_THRESHOLDS": value})
+        load_checked_settings(environ={"RAGPULSE_ALERT_THRESHOLDS": value})
     assert message in str(error.value)
 
 
 def test_the_agent_exports_its_thresholds() -> None:
-    from agent.pipeline import build_agent
+    from agent.build import build_agent
 
     registry = CollectorRegistry()
-    settings = load_settings(
+    settings = load_checked_settings(
         environ={"RAGPULSE_ALERT_THRESHOLDS": "faithfulness=0.65,checkout/answer_relevancy=0.9"}
     )
     build_agent(settings, registry)

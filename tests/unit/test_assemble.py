@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from agent.labels import OVERFLOW
 from agent.otlp import SELF_RESOURCE_ATTRIBUTE, mark_own_telemetry
 from agent.otlp.assemble import (
     DUPLICATE,
@@ -17,6 +16,7 @@ from agent.otlp.assemble import (
     PIECE_OVERHEAD_BYTES,
     SELF,
 )
+from agent.series_budget import OVERFLOW
 from tests.otlp_support import Clock, Recorder, assembler, decoded, otlp_json, protobuf, set_all, total
 from tests.support import openinference_single_span
 

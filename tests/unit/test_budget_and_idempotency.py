@@ -5,7 +5,7 @@ import asyncio
 import pytest
 
 from agent.budget import BudgetController, MemoryLedger, Spend
-from agent.idempotency import Claim, MemoryIdempotency
+from agent.idempotency import LeaseOutcome, MemoryIdempotency
 
 
 class Meter:
@@ -61,32 +61,32 @@ def test_budget_disabled_without_limits() -> None:
 def test_memory_idempotency_claims_once_and_respects_leases() -> None:
     clock = Clock(0.0)
     mine = MemoryIdempotency("a", lease_seconds=10, done_seconds=100, clock=clock)
-    assert run(mine.claim("i1", "a:1")) is Claim.CLAIMED
+    assert run(mine.acquire("i1", "a:1")) is LeaseOutcome.GRANTED
     # Another attempt, even in the same replica, is busy while the first holds the lease.
-    assert run(mine.claim("i1", "a:2")) is Claim.BUSY
+    assert run(mine.acquire("i1", "a:2")) is LeaseOutcome.BUSY
     clock.now = 8
     assert run(mine.renew("i1", "a:1"))
     clock.now = 15  # past the first lease, within the renewed one
-    assert run(mine.claim("i1", "a:2")) is Claim.BUSY
+    assert run(mine.acquire("i1", "a:2")) is LeaseOutcome.BUSY
     run(mine.complete("i1"))
-    assert run(mine.claim("i1", "a:3")) is Claim.DONE
+    assert run(mine.acquire("i1", "a:3")) is LeaseOutcome.DONE
     clock.now = 116
-    assert run(mine.claim("i1", "a:4")) is Claim.CLAIMED  # remembered only for done_seconds
+    assert run(mine.acquire("i1", "a:4")) is LeaseOutcome.GRANTED  # remembered only for done_seconds
 
 
 def test_memory_idempotency_lease_runs_out_without_renewal() -> None:
     clock = Clock(0.0)
     store = MemoryIdempotency("a", lease_seconds=10, done_seconds=100, clock=clock)
-    assert run(store.claim("x", "dead:1")) is Claim.CLAIMED
+    assert run(store.acquire("x", "dead:1")) is LeaseOutcome.GRANTED
     clock.now = 11
-    assert run(store.claim("x", "b:1")) is Claim.CLAIMED  # the holder died: taken over
+    assert run(store.acquire("x", "b:1")) is LeaseOutcome.GRANTED  # the holder died: taken over
     assert not run(store.renew("x", "dead:1"))
 
 
 def test_memory_idempotency_release_frees_a_claim() -> None:
     store = MemoryIdempotency("a", lease_seconds=10, done_seconds=100)
-    run(store.claim("x", "a:1"))
+    run(store.acquire("x", "a:1"))
     run(store.release("x", "someone-else"))
-    assert run(store.claim("x", "a:2")) is Claim.BUSY
+    assert run(store.acquire("x", "a:2")) is LeaseOutcome.BUSY
     run(store.release("x", "a:1"))
-    assert run(store.claim("x", "a:2")) is Claim.CLAIMED
+    assert run(store.acquire("x", "a:2")) is LeaseOutcome.GRANTED

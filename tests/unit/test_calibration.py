@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import ConfigError, load_settings
+from agent.build import load_checked_settings
+from agent.config import ConfigError
 from agent.trust.agreement import agreement, auroc, balanced_accuracy, bootstrap, problem_f1
 from agent.trust.calibration import (
     CalibrationError,
@@ -168,14 +169,16 @@ def test_calibration_file_round_trip_and_version_check(tmp_path: Path) -> None:
     with pytest.raises(CalibrationError, match="format_version 99"):
         load_calibrations(path)
     with pytest.raises(ConfigError, match="calibration_file"):
-        load_settings(environ={"RAGPULSE_CALIBRATION_FILE": str(path)})
+        load_checked_settings(environ={"RAGPULSE_CALIBRATION_FILE": str(path)})
     with pytest.raises(ConfigError, match="calibration_file"):
-        load_settings(environ={"RAGPULSE_CALIBRATION_FILE": str(tmp_path / "missing.json")})
+        load_checked_settings(environ={"RAGPULSE_CALIBRATION_FILE": str(tmp_path / "missing.json")})
 
 
 def test_uncertain_band_must_be_ordered() -> None:
     with pytest.raises(ConfigError, match="label_uncertain_high"):
-        load_settings(environ={"RAGPULSE_LABEL_UNCERTAIN_LOW": "0.8", "RAGPULSE_LABEL_UNCERTAIN_HIGH": "0.2"})
+        load_checked_settings(
+            environ={"RAGPULSE_LABEL_UNCERTAIN_LOW": "0.8", "RAGPULSE_LABEL_UNCERTAIN_HIGH": "0.2"}
+        )
 
 
 def test_agreement_uses_documented_thresholds() -> None:

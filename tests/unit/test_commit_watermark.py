@@ -12,7 +12,7 @@ from agent.evaluate import Evaluator
 from agent.idempotency import MemoryIdempotency
 from agent.model import MetricResult, RagInteraction
 from agent.otlp.decode import DecodedRequest
-from agent.pipeline import Pipeline
+from agent.pipeline import Pipeline, PipelineConfig
 from agent.sampling import KeepRule, RateTable, RuleSampler
 from agent.sources.offsets import OffsetTracker
 from agent.telemetry import Telemetry
@@ -58,9 +58,8 @@ def _pipeline(
         evaluator=Evaluator([metric], judge=None),  # type: ignore[arg-type]
         exporters=[exporter],
         telemetry=Telemetry(CollectorRegistry()),
-        max_pending=100,
-        concurrency=2,
         idempotency=MemoryIdempotency("test", lease_seconds=30, done_seconds=60),
+        config=PipelineConfig(max_pending=100, concurrency=2),
     )
 
 

@@ -4,16 +4,17 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import ConfigError, describe_settings, load_settings
+from agent.build import load_checked_settings
+from agent.config import ConfigError, describe_settings
 
 
 def test_embedded_defaults() -> None:
-    settings = load_settings(environ={})
+    settings = load_checked_settings(environ={})
     assert settings.source == "otlp-http"
-    assert settings.otlp_address == ("127.0.0.1", 4318)
-    assert settings.metrics_address == ("127.0.0.1", 9464)
-    assert settings.judge_model == "lexical" and settings.judge_is_local
-    assert settings.redis_url is None
+    assert settings.otlp.address == ("127.0.0.1", 4318)
+    assert settings.server.address == ("127.0.0.1", 9464)
+    assert settings.judge.model == "lexical" and settings.judge.is_local
+    assert settings.redis.url is None
     assert settings.metrics == ("context_precision", "context_relevancy", "faithfulness", "answer_relevancy")
 
 
@@ -22,27 +23,27 @@ def test_precedence_is_flags_over_env_over_file(tmp_path: Path) -> None:
     config.write_text(
         "sample_rate: 0.2\nmax_label_values: 7\nroute: {attributes: [http.route, rpc.method]}\n"
     )
-    settings = load_settings(
+    settings = load_checked_settings(
         config_file=config,
         environ={"RAGPULSE_SAMPLE_RATE": "0.3", "RAGPULSE_EVAL_CONCURRENCY": "3"},
         overrides={"eval_concurrency": "5", "otlp_listen": None},
     )
-    assert settings.sample_rate == 0.3  # env beats file
-    assert settings.eval_concurrency == 5  # flag beats env
-    assert settings.max_label_values == 7  # file beats default
-    assert settings.route_attributes == ("http.route", "rpc.method")  # nested YAML section
-    assert settings.otlp_listen == "127.0.0.1:4318"  # a flag left unset does not override
+    assert settings.sampling.rate == 0.3  # env beats file
+    assert settings.pipeline.eval_concurrency == 5  # flag beats env
+    assert settings.series.max_routes == 7  # file beats default
+    assert settings.assembly.route_attributes == ("http.route", "rpc.method")  # nested YAML section
+    assert settings.otlp.listen == "127.0.0.1:4318"  # a flag left unset does not override
 
 
 def test_config_file_named_by_env(tmp_path: Path) -> None:
     config = tmp_path / "c.yaml"
     config.write_text("log_level: DEBUG\n")
-    assert load_settings(environ={"RAGPULSE_CONFIG": str(config)}).log_level == "DEBUG"
+    assert load_checked_settings(environ={"RAGPULSE_CONFIG": str(config)}).log_level == "DEBUG"
 
 
 def test_list_settings_from_env_are_comma_separated() -> None:
-    settings = load_settings(environ={"RAGPULSE_ROUTE_ATTRIBUTES": "http.route, gen_ai.agent.name"})
-    assert settings.route_attributes == ("http.route", "gen_ai.agent.name")
+    settings = load_checked_settings(environ={"RAGPULSE_ROUTE_ATTRIBUTES": "http.route, gen_ai.agent.name"})
+    assert settings.assembly.route_attributes == ("http.route", "gen_ai.agent.name")
 
 
 @pytest.mark.parametrize(
@@ -56,7 +57,7 @@ def test_list_settings_from_env_are_comma_separated() -> None:
 )
 def test_errors_name_the_bad_setting(environ: dict[str, str], fragments: list[str]) -> None:
     with pytest.raises(ConfigError) as error:
-        load_settings(environ=environ)
+        load_checked_settings(environ=environ)
     for fragment in fragments:
         assert fragment in str(error.value)
 
@@ -65,19 +66,19 @@ def test_bad_yaml_and_missing_file_are_config_errors(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("sample_rate: [unclosed\n")
     with pytest.raises(ConfigError, match="not valid YAML"):
-        load_settings(config_file=bad, environ={})
+        load_checked_settings(config_file=bad, environ={})
     with pytest.raises(ConfigError, match="cannot read config file"):
-        load_settings(config_file=tmp_path / "missing.yaml", environ={})
+        load_checked_settings(config_file=tmp_path / "missing.yaml", environ={})
     listed = tmp_path / "list.yaml"
     listed.write_text("- a\n- b\n")
     with pytest.raises(ConfigError, match="mapping"):
-        load_settings(config_file=listed, environ={})
+        load_checked_settings(config_file=listed, environ={})
 
 
 def test_secrets_are_not_printed() -> None:
-    settings = load_settings(environ={"RAGPULSE_JUDGE_API_KEY": "sk-secret"})
+    settings = load_checked_settings(environ={"RAGPULSE_JUDGE_API_KEY": "sk-secret"})
     assert "sk-secret" not in settings.model_dump_json()
-    assert settings.judge_api_key is not None and settings.judge_api_key.get_secret_value() == "sk-secret"
+    assert settings.judge.api_key is not None and settings.judge.api_key.get_secret_value() == "sk-secret"
 
 
 def test_every_setting_is_listed_with_its_env_var() -> None:
@@ -96,8 +97,8 @@ def test_unknown_env_vars_are_a_warning_naming_them_not_an_error(caplog: pytest.
         "RAGPULSE_SAMPLE_RATE": "0.25",
     }
     with caplog.at_level("WARNING", logger="agent.config"):
-        settings = load_settings(environ=environ)
-    assert settings.sample_rate == 0.25
+        settings = load_checked_settings(environ=environ)
+    assert settings.sampling.rate == 0.25
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert len(warnings) == 1
     for name in ("RAGPULSE_SERVICE_HOST", "RAGPULSE_PORT,", "RAGPULSE_PORT_4318_TCP_ADDR"):
@@ -107,7 +108,7 @@ def test_unknown_env_vars_are_a_warning_naming_them_not_an_error(caplog: pytest.
 
 def test_known_env_vars_alone_log_nothing(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level("WARNING", logger="agent.config"):
-        load_settings(environ={"RAGPULSE_SAMPLE_RATE": "0.5", "OTHER": "x"})
+        load_checked_settings(environ={"RAGPULSE_SAMPLE_RATE": "0.5", "OTHER": "x"})
     assert caplog.records == []
 
 
@@ -115,4 +116,76 @@ def test_unknown_keys_in_a_config_file_stay_errors(tmp_path: Path) -> None:
     config = tmp_path / "ragpulse.yaml"
     config.write_text("sampel_rate: 0.5\n")
     with pytest.raises(ConfigError, match=r"sampel_rate.*unknown setting"):
-        load_settings(config_file=config, environ={})
+        load_checked_settings(config_file=config, environ={})
+
+
+# -- First contact: each mistake an operator can make is one error naming the setting -----------
+
+
+@pytest.mark.parametrize(
+    ("environ", "setting", "says"),
+    [
+        ({"RAGPULSE_METRICS": "shop/faithfulness"}, "metrics", "name a service"),
+        ({"RAGPULSE_METRICS": "faithfulness,bogus"}, "metrics", "unknown metric"),
+        ({"RAGPULSE_REDIS_URL": "http://cache.local:6379"}, "redis_url", "redis://"),
+        ({"RAGPULSE_REDIS_URL": "redis://cache.local:port/0"}, "redis_url", "port"),
+        ({"RAGPULSE_REDIS_URL": "redis://cache.local:6379/zero"}, "redis_url", "database"),
+        ({"RAGPULSE_REDIS_URL": "redis://"}, "redis_url", "no host"),
+        ({"RAGPULSE_SOURCE": "kafka", "RAGPULSE_KAFKA_BOOTSTRAP": ""}, "kafka_bootstrap", "no bootstrap"),
+        ({"RAGPULSE_KAFKA_BOOTSTRAP": "broker-without-port"}, "kafka_bootstrap", "HOST:PORT"),
+        ({"RAGPULSE_RESULTS_OTLP_ENDPOINT": "collector:4318"}, "results_otlp_endpoint", "http(s)://"),
+        ({"RAGPULSE_SAMPLE_KEEP_RULES": "feedback.score"}, "sample_keep_rules", "OP one of"),
+        (
+            {"RAGPULSE_LABEL_UNCERTAIN_LOW": "0.8", "RAGPULSE_LABEL_UNCERTAIN_HIGH": "0.2"},
+            "label_uncertain_high",
+            "label_uncertain_low",
+        ),
+    ],
+)
+def test_a_bad_setting_is_one_error_naming_it_its_source_and_its_variable(
+    environ: dict[str, str], setting: str, says: str
+) -> None:
+    with pytest.raises(ConfigError) as error:
+        load_checked_settings(environ=environ)
+    message = str(error.value)
+    assert f"{setting} (from environment; env RAGPULSE_{setting.upper()})" in message
+    assert says in message
+    assert len(message.splitlines()) == 2  # the heading and one line about the setting
+
+
+def test_validate_config_rejects_what_run_would_reject(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agent.cli import main
+
+    monkeypatch.setenv("RAGPULSE_METRICS", "shop/faithfulness")
+    assert main(["validate-config"]) == 2
+    err = capsys.readouterr().err
+    assert "metrics (from environment; env RAGPULSE_METRICS)" in err and "Traceback" not in err
+    monkeypatch.setenv("RAGPULSE_METRICS", "faithfulness,nonsense")
+    assert main(["validate-config"]) == 2
+    assert "unknown metric(s) ['nonsense']" in capsys.readouterr().err
+
+
+def test_settings_are_read_by_section_and_written_flat_or_nested(tmp_path: Path) -> None:
+    config = tmp_path / "ragpulse.yaml"
+    config.write_text(
+        "kafka: {topic: spans, sasl: {username: me}}\n"
+        "sampling: {rate: 0.25, keep_rules: ['feedback.score < 0']}\n"
+        "sample: {keep_max_per_minute: 10}\n"
+        "security: {pii: on}\n"
+        "series: {max_label_pairs: 50}\n"
+        "judge_model: openai/gpt-4o-mini\n"
+    )
+    settings = load_checked_settings(config_file=config, environ={})
+    assert settings.kafka.topic == "spans" and settings.kafka.sasl_username == "me"
+    assert settings.sampling.rate == 0.25 and settings.sampling.keep_rules == ("feedback.score < 0",)
+    assert settings.sampling.keep_max_per_minute == 10
+    assert settings.security.pii == "on" and settings.series.max_pairs == 50
+    assert settings.judge.model == "openai/gpt-4o-mini" and not settings.judge.is_local
+    assert settings.origin("kafka_topic") == "config file" and settings.origin("redis_url") == "default"
+    from agent.config import Settings
+
+    flat = Settings(kafka_topic="spans", sample_rate=0.25)
+    nested = Settings(kafka={"topic": "spans"}, sampling={"rate": 0.25})
+    assert flat == nested

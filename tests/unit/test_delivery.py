@@ -8,15 +8,15 @@ from collections.abc import Mapping, Sequence
 import pytest
 from prometheus_client import CollectorRegistry
 
-from agent.delivery import Claims, JudgeGate, WorkLedger
+from agent.delivery import JudgeGate, Leases, WorkLedger
 from agent.evaluate import Evaluator
-from agent.idempotency import Claim, MemoryIdempotency
+from agent.idempotency import LeaseOutcome, MemoryIdempotency
 from agent.judges.base import ChunkAssessment, ClaimVerdict, JudgeError
 from agent.judges.cache import CachedJudge
 from agent.metrics import STREAMING_METRICS
 from agent.model import Chunk, Outcome, RagInteraction, Verdict
 from agent.otlp.decode import DecodedRequest
-from agent.pipeline import Pipeline
+from agent.pipeline import Pipeline, PipelineConfig
 from agent.sampling import KeepRule, RateTable, RuleSampler
 from agent.sources.offsets import OffsetTracker
 from agent.telemetry import Telemetry
@@ -63,7 +63,7 @@ def test_work_ledger_watermark_and_oldest_age() -> None:
     assert ledger.publish(None) == 2 and ledger.oldest_age() == 0.0
 
 
-# -- Claims --------------------------------------------------------------------------------------
+# -- Leases --------------------------------------------------------------------------------------
 
 
 class BrokenStore:
@@ -73,7 +73,7 @@ class BrokenStore:
         self.down = True
         self.done: list[str] = []
 
-    async def claim(self, interaction_id: str, token: str) -> Claim:
+    async def acquire(self, interaction_id: str, token: str) -> LeaseOutcome:
         raise ConnectionError("redis down")
 
     async def renew(self, interaction_id: str, token: str) -> bool:
@@ -90,12 +90,12 @@ class BrokenStore:
 
 def test_a_duplicate_arriving_during_evaluation_is_busy_then_done() -> None:
     async def scenario() -> None:
-        claims = Claims(MemoryIdempotency("r", 30, 300), "r", lease_seconds=30, done_seconds=300)
-        lease = await claims.claim("t:s")
-        assert not isinstance(lease, Claim)
-        assert await claims.claim("t:s") is Claim.BUSY  # same replica, still evaluating
+        claims = Leases(MemoryIdempotency("r", 30, 300), "r", lease_seconds=30, done_seconds=300)
+        lease = await claims.acquire("t:s")
+        assert not isinstance(lease, LeaseOutcome)
+        assert await claims.acquire("t:s") is LeaseOutcome.BUSY  # same replica, still evaluating
         await claims.complete(lease)
-        assert await claims.claim("t:s") is Claim.DONE
+        assert await claims.acquire("t:s") is LeaseOutcome.DONE
 
     run(scenario())
 
@@ -104,13 +104,13 @@ def test_claims_without_the_store_still_score_once_per_replica_and_write_done_ma
     async def scenario() -> None:
         errors: list[int] = []
         store = BrokenStore()
-        claims = Claims(store, "r", lease_seconds=0.3, done_seconds=300, errors=lambda: errors.append(1))
+        claims = Leases(store, "r", lease_seconds=0.3, done_seconds=300, errors=lambda: errors.append(1))
         await claims.start()
-        lease = await claims.claim("t:s")
-        assert not isinstance(lease, Claim) and not lease.shared
-        assert await claims.claim("t:s") is Claim.BUSY
+        lease = await claims.acquire("t:s")
+        assert not isinstance(lease, LeaseOutcome) and not lease.shared
+        assert await claims.acquire("t:s") is LeaseOutcome.BUSY
         await claims.complete(lease)
-        assert await claims.claim("t:s") is Claim.DONE
+        assert await claims.acquire("t:s") is LeaseOutcome.DONE
         assert errors and store.done == []
         store.down = False  # Redis is back: the missed done mark is written
         for _ in range(50):
@@ -126,15 +126,15 @@ def test_claims_without_the_store_still_score_once_per_replica_and_write_done_ma
 def test_leases_are_renewed_while_work_runs() -> None:
     async def scenario() -> None:
         store = MemoryIdempotency("r", lease_seconds=0.3, done_seconds=300)
-        claims = Claims(store, "r", lease_seconds=0.3, done_seconds=300)
+        claims = Leases(store, "r", lease_seconds=0.3, done_seconds=300)
         await claims.start()
-        lease = await claims.claim("t:s")
-        assert not isinstance(lease, Claim)
+        lease = await claims.acquire("t:s")
+        assert not isinstance(lease, LeaseOutcome)
         await asyncio.sleep(1.0)  # three leases long
         # Another replica still cannot take it: the holder renewed its lease.
-        assert await store.claim("t:s", "other:1") is Claim.BUSY
+        assert await store.acquire("t:s", "other:1") is LeaseOutcome.BUSY
         await claims.release(lease)
-        assert await store.claim("t:s", "other:1") is Claim.CLAIMED
+        assert await store.acquire("t:s", "other:1") is LeaseOutcome.GRANTED
         await claims.shutdown()
 
     run(scenario())
@@ -200,9 +200,8 @@ def test_a_retryable_judge_failure_defers_and_pauses_instead_of_recording_an_err
             evaluator=Evaluator([STREAMING_METRICS["faithfulness"]()], judge),  # type: ignore[arg-type]
             exporters=[exporter],
             telemetry=telemetry,
-            max_pending=100,
-            concurrency=2,
             idempotency=MemoryIdempotency("r", 30, 300),
+            config=PipelineConfig(max_pending=100, concurrency=2),
             gate=JudgeGate(base_delay=0.05, max_delay=0.2),
         )
         await pipeline.start()

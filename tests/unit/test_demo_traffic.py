@@ -75,9 +75,9 @@ def test_traffic_covers_several_services_and_routes() -> None:
 def test_demo_drift_settings_do_not_override_the_users() -> None:
     from agent.config import load_settings
 
-    assert demo_settings(load_settings(environ={})).drift_baseline_size == 150
+    assert demo_settings(load_settings(environ={})).drift.baseline_size == 150
     user = load_settings(environ={"RAGPULSE_DRIFT_BASELINE_SIZE": "500"})
-    assert demo_settings(user).drift_baseline_size == 500
+    assert demo_settings(user).drift.baseline_size == 500
 
 
 def test_views_render_state() -> None:

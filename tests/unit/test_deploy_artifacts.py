@@ -89,10 +89,10 @@ def test_compose_runs_two_replicas_in_one_consumer_group_with_valid_settings() -
         environment = {k: str(v) for k, v in service["environment"].items()}
         settings = load_settings(environ=environment)
         assert settings.source == "kafka"
-        assert settings.redis_url, "replicas share the verdict cache, idempotency keys and budget"
-        assert settings.alert_thresholds == DEFAULT_ALERT_THRESHOLDS
-        groups.add(settings.kafka_group_id)
-        assert settings.metrics_address == ("0.0.0.0", 9464)
+        assert settings.redis.url, "replicas share the verdict cache, idempotency keys and budget"
+        assert settings.alerts.thresholds == DEFAULT_ALERT_THRESHOLDS
+        groups.add(settings.kafka.group_id)
+        assert settings.server.address == ("0.0.0.0", 9464)
         assert service["depends_on"]["kafka"]["condition"] == "service_healthy"
     assert len(groups) == 1
     host_ports = [published(s)[9464] for s in replicas.values()]
@@ -371,7 +371,7 @@ def test_deployment_runs_the_configmap_settings_safely(tmp_path: Path) -> None:
     config = tmp_path / "ragpulse.yaml"
     config.write_text(resources["configmap.yaml"]["data"]["ragpulse.yaml"])
     settings = load_settings(config_file=config, environ={})
-    assert settings.source == "kafka" and settings.kafka_group_id == "ragpulse"
+    assert settings.source == "kafka" and settings.kafka.group_id == "ragpulse"
     pod = resources["deployment.yaml"]["spec"]["template"]["spec"]
     assert pod["enableServiceLinks"] is False
     assert pod["securityContext"]["runAsNonRoot"] is True
@@ -380,7 +380,7 @@ def test_deployment_runs_the_configmap_settings_safely(tmp_path: Path) -> None:
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert {"requests", "limits"} <= set(container["resources"])
     (port,) = container["ports"]
-    assert port["containerPort"] == settings.metrics_address[1]
+    assert port["containerPort"] == settings.server.address[1]
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
     environment = {e["name"]: e for e in container["env"]}
@@ -389,7 +389,7 @@ def test_deployment_runs_the_configmap_settings_safely(tmp_path: Path) -> None:
     key = environment["RAGPULSE_JUDGE_API_KEY"]["valueFrom"]["secretKeyRef"]
     assert key["name"] == "ragpulse-judge"
     # Graceful shutdown fits in the pod's grace period.
-    assert pod["terminationGracePeriodSeconds"] > settings.shutdown_timeout_seconds
+    assert pod["terminationGracePeriodSeconds"] > settings.pipeline.shutdown_timeout_seconds
     # Replicas share one group, so useful replicas stop at the partition count.
     assert resources["deployment.yaml"]["spec"]["replicas"] >= 2
 

@@ -7,8 +7,8 @@ import random
 import pytest
 from prometheus_client import CollectorRegistry
 
-from agent.aggregate import DriftAggregator, MemoryDriftStore
 from agent.drift import DriftConfig, DriftDetector
+from agent.exporters.drift import DriftAggregator, MemoryDriftStore
 from agent.model import MetricResult, RagInteraction
 from agent.telemetry import Telemetry
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.labels import OVERFLOW, PAIR, ROUTE, SeriesBudget
+from agent.series_budget import OVERFLOW, PAIR, ROUTE, SeriesBudget
 
 
 def test_100_services_by_100_routes_stay_within_the_budget() -> None:

@@ -13,10 +13,10 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
 from prometheus_client import CollectorRegistry
 
+from agent.build import build_agent
 from agent.config import load_settings
 from agent.otlp import SELF_RESOURCE_ATTRIBUTE
 from agent.otlp.decode import DecodedRequest, UndecodableError, decode_request
-from agent.pipeline import build_agent
 from tests.otlp_support import Clock, assembler, otlp_json_request
 
 KEYS = [

@@ -241,9 +241,9 @@ def test_rule_kept_interactions_are_not_part_of_the_uniform_sample() -> None:
 
 
 def test_drawn_interactions_are_marked_on_published_results() -> None:
+    from agent.build import build_agent
     from agent.config import load_settings
     from agent.exporters.kafka_results import KafkaResultsExporter, evaluation_request
-    from agent.pipeline import build_agent
 
     item = interaction(3)
     results = [MetricResult.ok("faithfulness", 0.5, judge="t")]
@@ -276,14 +276,14 @@ def test_drawn_interactions_are_marked_on_published_results() -> None:
 def test_run_loads_the_calibration_and_says_which_judge_it_was_fitted_on(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    from agent.build import build_agent
     from agent.config import load_settings
-    from agent.pipeline import build_agent
 
     path = tmp_path / "calibration.json"
     calibration = fit("faithfulness", [0.2, 0.4, 0.6, 0.8], [0, 0, 1, 1], judge="openai/gpt-4o-mini")
     CalibrationSet({"faithfulness": calibration}).save(path)
     environ = {"RAGPULSE_CALIBRATION_FILE": str(path), "RAGPULSE_LABEL_SAMPLE_RATE": "0.5"}
-    with caplog.at_level("INFO", logger="agent.trust.aggregator"):
+    with caplog.at_level("INFO", logger="agent.build"):
         agent = build_agent(load_settings(environ=environ), CollectorRegistry())
     (ppi,) = [e for e in agent.pipeline._exporters if isinstance(e, PpiAggregator)]
     asyncio.run(ppi.export(interaction(1), [MetricResult.ok("faithfulness", 0.8, judge="lexical")]))

@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
-from agent.config import ConfigError, Settings, load_settings
+from agent.build import load_checked_settings
+from agent.config import ConfigError, Settings
 from agent.judges.base import ChunkAssessment, ClaimVerdict
 from agent.judges.cache import CachedJudge, MemoryVerdictCache
 from agent.judges.factory import build_judge
@@ -126,14 +127,14 @@ def test_settings_turn_redaction_on_for_llm_judges_only() -> None:
     assert Settings(judge_model="lexical", redact_pii="on").redacts
     assert not Settings(judge_model="openai/gpt-4o-mini", redact_pii="off").redacts
     # YAML's bare on/off, and a JSON object of patterns from the environment.
-    settings = load_settings(
+    settings = load_checked_settings(
         environ={"RAGPULSE_REDACT_PATTERNS": '{"EMPLOYEE_ID": "E\\\\d{6}"}', "RAGPULSE_REDACT_PII": "on"}
     )
-    assert settings.redact_patterns == {"EMPLOYEE_ID": r"E\d{6}"}
+    assert settings.security.patterns == {"EMPLOYEE_ID": r"E\d{6}"}
     with pytest.raises(ConfigError, match="redact_patterns"):
-        load_settings(environ={"RAGPULSE_REDACT_PATTERNS": '{"X": "("}'})
+        load_checked_settings(environ={"RAGPULSE_REDACT_PATTERNS": '{"X": "("}'})
     with pytest.raises(ConfigError, match="redact_kinds"):
-        load_settings(environ={"RAGPULSE_REDACT_KINDS": "email,names"})
+        load_checked_settings(environ={"RAGPULSE_REDACT_KINDS": "email,names"})
 
 
 class RecordingJudge:

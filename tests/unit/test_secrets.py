@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import pytest
 
 from agent.config import display_settings, load_settings
-from agent.logging_setup import PROMPT_LOGGERS, configure_logging, secret_values
-from agent.secrets import MASKER, install_log_masking, mask, mask_url, url_password
+from agent.infra.logging_setup import PROMPT_LOGGERS, configure_logging, secret_values
+from agent.infra.secrets import MASKER, install_log_masking, mask, mask_url, url_password
 
 REDIS_PASSWORD = "r3dis-Pa55/word"  # a '/' must survive URL encoding
 API_KEY = "sk-planted-api-key-0123456789"
@@ -58,9 +58,10 @@ def test_validate_config_output_masks_every_secret() -> None:
     for secret in (REDIS_PASSWORD, REDIS_PASSWORD.replace("/", "%2F"), API_KEY, SASL_PASSWORD):
         assert secret not in shown
     values = json.loads(shown)
-    assert values["redis_url"] == "redis://default:***@127.0.0.1:6390/0"
-    assert values["judge_api_key"] == values["kafka_sasl_password"] == "***"
-    assert values["kafka_sasl_username"] == "ragpulse"  # not a secret
+    # Printed by section, as the YAML file nests them.
+    assert values["redis"]["url"] == "redis://default:***@127.0.0.1:6390/0"
+    assert values["judge"]["api_key"] == values["kafka"]["sasl_password"] == "***"
+    assert values["kafka"]["sasl_username"] == "ragpulse"  # not a secret
 
 
 def test_log_records_are_masked_at_every_level_and_in_tracebacks(masker: None) -> None:
@@ -78,7 +79,7 @@ def test_log_records_are_masked_at_every_level_and_in_tracebacks(masker: None) -
     logger.addHandler(handler)
     logger.setLevel(logging.DEBUG)
     try:
-        logger.debug("connecting to %s with key %s", settings.redis_url, API_KEY)
+        logger.debug("connecting to %s with key %s", settings.redis.url, API_KEY)
         logger.info(f"sasl password is {SASL_PASSWORD}")
         try:
             raise ConnectionError(f"cannot reach rediss://user:other-pw@host:1/0 ({API_KEY})")

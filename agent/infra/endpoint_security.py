@@ -33,8 +33,8 @@ import yaml
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
-from agent.config import ConfigError, Settings
-from agent.secrets import MASKER
+from agent.config import ConfigError, OtlpSettings
+from agent.infra.secrets import MASKER
 
 log = logging.getLogger(__name__)
 
@@ -146,21 +146,19 @@ def bearer_middleware(token: str, refuse: Callable[[web.Request, str], None]) ->
     return check
 
 
-def otlp_bearer_token(settings: Settings) -> str | None:
+def otlp_bearer_token(otlp: OtlpSettings) -> str | None:
     """The OTLP bearer token from the setting or its file (whitespace stripped), registered with
     the log masker."""
     token: str | None = None
-    if settings.otlp_bearer_token is not None:
-        token = settings.otlp_bearer_token.get_secret_value()
-    elif settings.otlp_bearer_token_file:
+    if otlp.bearer_token is not None:
+        token = otlp.bearer_token.get_secret_value()
+    elif otlp.bearer_token_file:
         try:
-            token = Path(settings.otlp_bearer_token_file).read_text().strip()
+            token = Path(otlp.bearer_token_file).read_text().strip()
         except OSError as exc:
-            raise ConfigError(
-                f"otlp_bearer_token_file {settings.otlp_bearer_token_file}: {exc.strerror}"
-            ) from None
+            raise ConfigError(f"otlp_bearer_token_file {otlp.bearer_token_file}: {exc.strerror}") from None
         if not token:
-            raise ConfigError(f"otlp_bearer_token_file {settings.otlp_bearer_token_file} is empty")
+            raise ConfigError(f"otlp_bearer_token_file {otlp.bearer_token_file} is empty")
     if token is not None:
         MASKER.add([token])
     return token
@@ -178,18 +176,16 @@ class EndpointSecurity:
         return "https" if self.ssl_context is not None else "http"
 
 
-def otlp_security(settings: Settings, refused: Refused | None = None) -> EndpointSecurity:
-    """The OTLP receiver's TLS and bearer-token check from the settings."""
+def otlp_security(otlp: OtlpSettings, refused: Refused | None = None) -> EndpointSecurity:
+    """The OTLP receiver's TLS and bearer-token check from its settings."""
     context = None
-    if settings.otlp_tls_cert_file or settings.otlp_tls_key_file:
-        if not (settings.otlp_tls_cert_file and settings.otlp_tls_key_file):
+    if otlp.tls_cert_file or otlp.tls_key_file:
+        if not (otlp.tls_cert_file and otlp.tls_key_file):
             raise ConfigError("otlp_tls_cert_file and otlp_tls_key_file must be set together")
-        context = server_ssl_context(
-            settings.otlp_tls_cert_file, settings.otlp_tls_key_file, settings.otlp_tls_client_ca_file
-        )
-    elif settings.otlp_tls_client_ca_file:
+        context = server_ssl_context(otlp.tls_cert_file, otlp.tls_key_file, otlp.tls_client_ca_file)
+    elif otlp.tls_client_ca_file:
         raise ConfigError("otlp_tls_client_ca_file needs otlp_tls_cert_file and otlp_tls_key_file (TLS)")
-    token = otlp_bearer_token(settings)
+    token = otlp_bearer_token(otlp)
     middlewares = (bearer_middleware(token, RefusalLog("OTLP receiver", refused)),) if token else ()
     return EndpointSecurity(context, middlewares)
 

@@ -1,0 +1,382 @@
+"""The composition root: the one place that reads Settings and wires the agent from them.
+
+Besides the CLI commands, nothing else reads `Settings`: each component here gets its own small
+frozen config (or the settings section it owns). Every configuration mistake found while
+building, including those that need the rest of ragpulse to see (an unknown metric, a keep rule
+that does not parse, a calibration file that does not load), is a `ConfigError` that names the
+setting, where it came from and its environment variable.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Callable, Coroutine, Sequence
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from agent.budget import BudgetController, MemoryLedger, RedisLedger, SpendLedger
+from agent.config import ConfigError, KafkaSettings, Settings, load_settings
+from agent.drift import DriftConfig
+from agent.evaluate import Evaluator
+from agent.exporters.base import Exporter
+from agent.exporters.drift import DriftAggregator, RedisDriftStore
+from agent.exporters.prometheus import MetricsServer, PrometheusExporter
+from agent.idempotency import IdempotencyStore, MemoryIdempotency, RedisIdempotency
+from agent.infra.endpoint_security import EndpointSecurity, load_web_config, otlp_security
+from agent.infra.looplag import LoopLagMonitor
+from agent.judges.factory import build_judge
+from agent.metrics import METRICS
+from agent.otlp.assemble import Labeller, TraceAssembler
+from agent.otlp.conventions.genai import GenAI
+from agent.otlp.conventions.manual import Manual
+from agent.otlp.conventions.openinference import OpenInference
+from agent.otlp.conventions.openllmetry import OpenLLMetry
+from agent.pipeline import Agent, Pipeline, PipelineConfig
+from agent.sampling import KeepRule, RateTable, RuleSampler
+from agent.series_budget import SeriesBudget
+from agent.sources.base import Source
+from agent.sources.otlp_http import OtlpHttpSource
+from agent.telemetry import Telemetry
+from agent.trust.aggregator import PpiAggregator, PpiConfig, rate_sampled
+from agent.trust.calibration import CalibrationError, load_calibrations
+from agent.trust.label_sampling import LabelSampler
+
+log = logging.getLogger(__name__)
+
+
+# -- Checks that need the rest of ragpulse ------------------------------------------------------
+
+
+def check_settings(settings: Settings) -> None:
+    """Raise a ConfigError for a value whose shape is right but which ragpulse cannot use."""
+    unknown = [name for name in settings.metrics if name not in METRICS]
+    if unknown:
+        raise settings.error("metrics", f"unknown metric(s) {unknown}; choose from {sorted(METRICS)}")
+    unknown = [key for key in settings.alerts.thresholds if key.rpartition("/")[2] not in METRICS]
+    if unknown:
+        raise settings.error(
+            "alert_thresholds", f"unknown metric(s) {unknown}; choose from {sorted(METRICS)}"
+        )
+    try:
+        RateTable.parse(settings.sampling.rate, settings.sampling.rates)
+    except ValueError as exc:
+        raise settings.error("sample_rates", str(exc)) from None
+    for rule in settings.sampling.keep_rules:
+        try:
+            KeepRule.parse(rule)
+        except ValueError as exc:
+            raise settings.error("sample_keep_rules", str(exc)) from None
+    _check_redaction(settings)
+    if settings.trust.calibration_file is not None:
+        try:
+            load_calibrations(Path(settings.trust.calibration_file))
+        except CalibrationError as exc:
+            raise settings.error("calibration_file", str(exc)) from None
+
+
+def load_checked_settings(**sources: Any) -> Settings:
+    """`load_settings(**sources)`, then `check_settings`: what every command runs before it starts."""
+    settings = load_settings(**sources)
+    check_settings(settings)
+    return settings
+
+
+def _check_redaction(settings: Settings) -> None:
+    from agent.redact import BUILTIN_KINDS, RedactionConfigError, RedactionRules, Redactor
+
+    unknown = sorted(set(settings.security.kinds) - set(BUILTIN_KINDS))
+    if unknown:
+        raise settings.error("redact_kinds", f"unknown kind(s) {unknown}; choose from {list(BUILTIN_KINDS)}")
+    try:
+        Redactor(RedactionRules(patterns=settings.security.patterns))
+    except RedactionConfigError as exc:
+        raise settings.error("redact_patterns", str(exc)) from None
+
+
+# -- Components ----------------------------------------------------------------------------------
+
+
+def drift_config(settings: Settings) -> DriftConfig:
+    drift = settings.drift
+    return DriftConfig(
+        baseline_size=drift.baseline_size, window=drift.window, threshold=drift.threshold, alpha=drift.alpha
+    )
+
+
+def kafka_connection(kafka: KafkaSettings) -> dict[str, Any]:
+    """kafka-python options shared by the consumer, the results producer and `label-queue`."""
+    password = kafka.sasl_password
+    optional = {
+        "sasl_mechanism": kafka.sasl_mechanism,
+        "sasl_plain_username": kafka.sasl_username,
+        "sasl_plain_password": password.get_secret_value() if password else None,
+        "ssl_cafile": kafka.ssl_cafile,
+        "ssl_certfile": kafka.ssl_certfile,
+        "ssl_keyfile": kafka.ssl_keyfile,
+    }
+    return {
+        "bootstrap_servers": list(kafka.bootstrap),
+        "security_protocol": kafka.security_protocol,
+        **{k: v for k, v in optional.items() if v is not None},
+    }
+
+
+def build_source(settings: Settings, telemetry: Telemetry) -> Source:
+    if settings.source == "kafka":
+        # Imported here so the embedded default never loads the Kafka client.
+        from agent.sources.kafka import KafkaSource, KafkaSourceConfig
+
+        kafka = settings.kafka
+        config = KafkaSourceConfig(
+            connection=kafka_connection(kafka),
+            topic=kafka.topic,
+            group_id=kafka.group_id,
+            encoding=kafka.encoding,
+            auto_offset_reset=kafka.auto_offset_reset,
+            session_timeout_ms=kafka.session_timeout_ms,
+            heartbeat_interval_ms=kafka.heartbeat_interval_ms,
+            max_poll_interval_ms=kafka.max_poll_interval_ms,
+            max_partition_fetch_bytes=kafka.max_partition_fetch_bytes,
+            fetch_max_bytes=kafka.fetch_max_bytes,
+            commit_interval_seconds=kafka.commit_interval_seconds,
+        )
+        return KafkaSource(config, telemetry)
+    otlp = settings.otlp
+    http = OtlpHttpSource(
+        *otlp.address,
+        max_body_bytes=otlp.max_body_bytes,
+        telemetry=telemetry,
+        # 401s are counted with the receiver's other refusals (reason "unauthorized").
+        security=otlp_security(otlp),
+    )
+    grpc_address = otlp.grpc_address
+    if grpc_address is None:
+        return http
+    # Imported here so that disabling gRPC never loads grpcio.
+    from agent.sources.composite import CompositeSource
+    from agent.sources.grpc_security import interceptors, server_credentials
+    from agent.sources.otlp_grpc import SOURCE as GRPC_SOURCE
+    from agent.sources.otlp_grpc import OtlpGrpcSource
+
+    unauthorized = telemetry.requests_refused.labels(GRPC_SOURCE, "unauthorized").inc
+    grpc = OtlpGrpcSource(
+        *grpc_address,
+        max_body_bytes=otlp.max_body_bytes,
+        refused=telemetry.requests_refused,
+        # The same TLS, mTLS and bearer-token settings as OTLP/HTTP (agent/sources/grpc_security.py).
+        credentials=server_credentials(otlp),
+        interceptors=interceptors(otlp, unauthorized),
+    )
+    return CompositeSource([http, grpc])
+
+
+def build_exporters(
+    settings: Settings, telemetry: Telemetry, redis: Any = None, ppi: PpiAggregator | None = None
+) -> list[Exporter]:
+    exporters: list[Exporter] = []
+    results = settings.results
+    if results.topic:
+        from agent.exporters.kafka_results import KafkaResultsExporter
+
+        exporters.append(
+            KafkaResultsExporter(
+                kafka_connection(settings.kafka),
+                results.topic,
+                include_text=results.include_text,
+                label_sampler=ppi.sampler if ppi is not None else None,
+            )
+        )
+    if results.otlp_endpoint:
+        from agent.exporters.otlp_results import OtlpResultsExporter
+
+        exporters.append(
+            OtlpResultsExporter(
+                results.otlp_endpoint,
+                telemetry,
+                headers=results.otlp_header_map,
+                include_text=results.include_text,
+                timeout_seconds=results.otlp_timeout_seconds,
+            )
+        )
+    # In-process exporters last: they count an interaction only once the durable ones succeeded.
+    exporters.append(PrometheusExporter(telemetry))
+    drift = settings.drift
+    store = RedisDriftStore(redis, drift.state_ttl_seconds) if redis is not None else None
+    exporters.append(
+        DriftAggregator(
+            telemetry,
+            drift_config(settings),
+            drift.max_series,
+            store=store,
+            save_interval=drift.save_interval_seconds,
+        )
+    )
+    if ppi is not None:
+        exporters.append(ppi)
+    return exporters
+
+
+def build_ppi(
+    settings: Settings,
+    telemetry: Telemetry,
+    keep_rules: Sequence[KeepRule],
+    rates: RateTable,
+    budget: BudgetController,
+) -> PpiAggregator | None:
+    """The streaming prediction-powered estimate as configured; None when label sampling is off."""
+    trust = settings.trust
+    if trust.label_sample_rate <= 0:
+        if trust.calibration_file:
+            log.warning("calibration_file is set but label_sample_rate is 0: no estimate uses it")
+        return None
+    calibrations = load_calibrations(Path(trust.calibration_file)) if trust.calibration_file else None
+    for calibration in calibrations.calibrations.values() if calibrations else ():
+        judge = calibration.fitted_on.get("judge")
+        if judge and judge != settings.judge.model:
+            log.warning(
+                "calibration of %s was fitted on judge %s, but the judge is %s: re-run ragpulse calibrate",
+                calibration.metric, judge, settings.judge.model,
+            )  # fmt: skip
+        thresholds = ", ".join(
+            f"{t.target}>={t.goal:g} below {t.threshold:g}"
+            for t in calibration.thresholds
+            if t.threshold is not None
+        )
+        log.info(
+            "calibration of %s loaded (%s, %s labels)%s",
+            calibration.metric, calibration.method, calibration.fitted_on.get("items", "?"),
+            f"; problem thresholds: {thresholds}" if thresholds else "",
+        )  # fmt: skip
+    return PpiAggregator(
+        telemetry,
+        PpiConfig(
+            window_seconds=trust.ppi_window_seconds,
+            min_labels=trust.ppi_min_labels,
+            windows_kept=trust.ppi_windows_kept,
+            max_series=settings.drift.max_series,
+            max_pending=trust.label_max_pending,
+        ),
+        LabelSampler(
+            trust.label_sample_rate,
+            trust.label_oversample,
+            (trust.label_uncertain_low, trust.label_uncertain_high),
+        ),
+        calibrations=calibrations,
+        uniform=rate_sampled(keep_rules, rates, budget),
+    )
+
+
+def metrics_security(settings: Settings, telemetry: Telemetry) -> EndpointSecurity:
+    if not settings.server.web_config_file:
+        return EndpointSecurity()
+    refused = telemetry.requests_refused.labels("metrics", "unauthorized").inc
+    return load_web_config(settings.server.web_config_file).security(refused)
+
+
+def build_agent(
+    settings: Settings, registry: CollectorRegistry | None = None, observers: Sequence[Exporter] = ()
+) -> Agent:
+    """The agent `ragpulse run` starts. `observers` are extra in-process exporters that see every
+    evaluated interaction after the configured ones (`ragpulse demo`'s live view)."""
+    check_settings(settings)
+    telemetry = Telemetry(registry if registry is not None else CollectorRegistry())
+    for key, threshold in settings.alerts.thresholds.items():
+        service, _, metric = key.rpartition("/")
+        telemetry.quality_threshold.labels(service, metric).set(threshold)
+    redis = None
+    owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    leases = settings.idempotency
+    idempotency: IdempotencyStore
+    ledger: SpendLedger
+    if settings.redis.url:
+        from agent.judges.redis_cache import redis_client
+
+        redis = redis_client(settings.redis.url)
+        idempotency = RedisIdempotency(redis, owner, leases.lease_seconds, leases.ttl_seconds)
+        ledger = RedisLedger(redis)
+    else:
+        idempotency = MemoryIdempotency(owner, leases.lease_seconds, leases.ttl_seconds)
+        ledger = MemoryLedger()
+    budget = BudgetController(
+        ledger,
+        telemetry,
+        calls_per_minute=settings.budget.calls_per_minute,
+        usd_per_hour=settings.budget.usd_per_hour,
+        exhausted=telemetry.budget_exhausted.set,
+    )
+    sampling = settings.sampling
+    keep_rules = [KeepRule.parse(rule) for rule in sampling.keep_rules]
+    rates = RateTable.parse(sampling.rate, sampling.rates)
+    sampler = RuleSampler(rates, keep_rules, budget, keep_per_minute=sampling.keep_max_per_minute)
+    # Trust: prediction-powered estimates from human labels (None unless label_sample_rate > 0).
+    ppi = build_ppi(settings, telemetry, keep_rules, rates, budget)
+    series_budget = SeriesBudget(
+        settings.series.max_pairs,
+        settings.series.max_routes,
+        on_overflow=lambda kind: telemetry.label_overflows.labels(kind).inc(),
+    )
+    assembly = settings.assembly
+    judge = build_judge(settings, telemetry, redis)
+    pipeline = Pipeline(
+        assembler=TraceAssembler(
+            [OpenInference(), OpenLLMetry(), GenAI(), Manual()],
+            Labeller(assembly.route_attributes, series_budget),
+            wait_seconds=assembly.wait_seconds,
+            max_traces=assembly.max_traces,
+            max_spans_per_trace=assembly.max_spans_per_trace,
+            max_chunk_bytes=assembly.max_chunk_bytes,
+            capture=[rule.attribute for rule in keep_rules],
+        ),
+        sampler=sampler,
+        evaluator=Evaluator([METRICS[name]() for name in settings.metrics], judge),
+        exporters=[*build_exporters(settings, telemetry, redis, ppi), *observers],
+        telemetry=telemetry,
+        idempotency=idempotency,
+        config=PipelineConfig(
+            max_pending=settings.pipeline.max_pending,
+            concurrency=settings.pipeline.eval_concurrency,
+            assembly_wait_seconds=assembly.wait_seconds,
+            lease_seconds=leases.lease_seconds,
+            done_seconds=leases.ttl_seconds,
+            owner=owner,
+            max_deferrals=settings.judge.defer_max_attempts,
+        ),
+        label_spans=ppi.observe_spans if ppi is not None else None,
+    )
+    source = build_source(settings, telemetry)
+    gate = pipeline.gate
+    readiness = {"source": source.ready, "judge": lambda: judge.healthy() and not gate.failing}
+    metrics_server = MetricsServer(
+        telemetry.registry,
+        *settings.server.address,
+        checks=readiness,
+        loop_lag=LoopLagMonitor(telemetry),
+        security=metrics_security(settings, telemetry),
+    )
+    self_check: Callable[[], Coroutine[Any, Any, object]] | None = None
+    if settings.judge.self_check and not settings.judge.is_local:
+        from agent.judges.llm import self_check as check_judge
+
+        self_check = functools.partial(check_judge, judge, settings.judge.api_base or "")
+    return Agent(
+        telemetry,
+        source,
+        pipeline,
+        budget,
+        metrics_server,
+        redis,
+        self_check,
+        shutdown_timeout=settings.pipeline.shutdown_timeout_seconds,
+        # A Kafka source redelivers what is left uncommitted, so incomplete traces stay buffered
+        # (uncommitted) for the partition's next owner instead of being assembled half-read.
+        flush_incomplete=settings.source != "kafka",
+    )
+
+
+__all__ = ["ConfigError", "build_agent", "check_settings", "kafka_connection", "load_checked_settings"]
