@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import signal
 import sys
 from collections.abc import Sequence
 from typing import Any
 
+from pydantic import BaseModel, SecretStr
+
 from agent import __version__
-from agent.config import ConfigError, Settings, describe_settings, display_settings, load_settings
+from agent.config import ConfigError, Settings, describe_settings, load_settings
 from agent.infra.logging_setup import configure_logging
-from agent.infra.secrets import mask
-from agent.trust.cli import add_commands as add_trust_commands
+from agent.infra.secrets import MASK, mask, mask_url
+from agent.commands.calibrate import add_commands as add_trust_commands
 
 log = logging.getLogger("ragpulse")
 
@@ -46,13 +49,13 @@ def _parser() -> argparse.ArgumentParser:
     validate = with_settings(commands.add_parser("validate-config", help="check settings and print them"))
     validate.add_argument("--list", action="store_true", help="list every setting with its env var")
     # Subcommands that live in their own modules, each registering its parser and `handler`:
-    # "demo" and "demo-app" in agent/demo/command.py, "eval" in agent/offline/command.py.
-    from agent.demo.command import register as register_demo
+    # "demo" and "demo-app" in agent/commands/demo.py, "eval" in agent/offline/command.py.
+    from agent.commands.demo import register as register_demo
     from agent.offline.command import register as register_eval
 
     register_demo(commands, with_settings)
     register_eval(commands, with_settings)
-    add_trust_commands(commands)  # calibrate, label-queue (agent/trust/cli.py)
+    add_trust_commands(commands)  # calibrate, label-queue (agent/commands/calibrate.py)
     return parser
 
 
@@ -75,6 +78,23 @@ def _settings(args: argparse.Namespace) -> Settings:
 
     check_settings(settings)
     return settings
+
+
+def display_settings(settings: Settings) -> str:
+    """The settings as JSON for people to read, by section: secrets as ***, passwords in URLs masked."""
+
+    def shown(value: Any) -> Any:
+        if isinstance(value, SecretStr):
+            return MASK
+        if isinstance(value, BaseModel):
+            return {name: shown(getattr(value, name)) for name in type(value).model_fields}
+        if isinstance(value, str):
+            return mask_url(value)
+        if isinstance(value, tuple | list):
+            return [shown(v) for v in value]
+        return value
+
+    return json.dumps(shown(settings), indent=2)
 
 
 def _check_protobuf_backend() -> None:

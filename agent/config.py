@@ -931,21 +931,3 @@ def describe_settings() -> str:
             f"{name:<26} {ENV_PREFIX + name.upper():<36} {default!s:<22} {flat.field.description or ''}"
         )
     return "\n".join(rows)
-
-
-def display_settings(settings: Settings) -> str:
-    """The settings as JSON for people to read, by section: secrets as ***, passwords in URLs masked."""
-    from agent.infra.secrets import MASK, mask_url
-
-    def shown(value: Any) -> Any:
-        if isinstance(value, SecretStr):
-            return MASK
-        if isinstance(value, BaseModel):
-            return {name: shown(getattr(value, name)) for name in type(value).model_fields}
-        if isinstance(value, str):
-            return mask_url(value)
-        if isinstance(value, tuple | list):
-            return [shown(v) for v in value]
-        return value
-
-    return json.dumps(shown(settings), indent=2)

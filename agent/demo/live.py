@@ -14,7 +14,7 @@ from rich.text import Text
 from agent.demo.traffic import Phase
 
 if TYPE_CHECKING:
-    from agent.demo.run import DemoState
+    from agent.demo.state import DemoState
 
 _SPARK = "▁▂▃▄▅▆▇█"
 PLAIN_EVERY_SECONDS = 5.0

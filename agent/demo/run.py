@@ -15,7 +15,6 @@ import logging
 import signal
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from prometheus_client import CollectorRegistry, Gauge
 
 from agent.config import Settings
 from agent.demo.recorder import Recorder
+from agent.demo.state import DemoState
 from agent.demo.traffic import Phase, Schedule, SpanEmitter, TrafficModel
 
 log = logging.getLogger(__name__)
@@ -109,41 +109,6 @@ def run_demo_app(endpoint: str, rate: float, regress_after: float | None, missin
 
 
 # -- ragpulse demo ---------------------------------------------------------------------------------
-
-
-@dataclass
-class DemoState:
-    """What the live view and the report read."""
-
-    registry: CollectorRegistry
-    recorder: Recorder
-    schedule: Schedule
-    duration: float | None
-    judge: str
-    phase: Phase = Phase.HEALTHY
-    phase_started: dict[int, float] = field(default_factory=dict)
-    detections: dict[tuple[str, str, str], float] = field(default_factory=dict)
-
-    def sample_total(self, name: str) -> float:
-        total = 0.0
-        for family in self.registry.collect():
-            for sample in family.samples:
-                if sample.name == name:
-                    total += sample.value
-        return total
-
-    def poll_drift(self) -> list[tuple[str, str, str]]:
-        """Series whose drift alarm is on now; records when each first fired."""
-        firing = []
-        for family in self.registry.collect():
-            if family.name != "ragpulse_drift_detected":
-                continue
-            for sample in family.samples:
-                if sample.value >= 1.0:
-                    key = (sample.labels["service"], sample.labels["route"], sample.labels["metric"])
-                    firing.append(key)
-                    self.detections.setdefault(key, self.recorder.elapsed())
-        return firing
 
 
 def run_demo(settings: Settings, *, duration: float | None, regress_after: float | None, rate: float,

@@ -13,7 +13,8 @@ from rich.console import Console
 
 from agent.demo.live import LiveView, PlainView, sparkline
 from agent.demo.recorder import Recorder
-from agent.demo.run import DemoState, demo_data, demo_settings
+from agent.demo.run import demo_data, demo_settings
+from agent.demo.state import DemoState
 from agent.demo.traffic import Phase, Schedule, TrafficModel
 from agent.exporters.otlp_results import traces_url
 from agent.judges.local import LexicalJudge

@@ -9,7 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from agent.config import display_settings, load_settings
+from agent.cli import display_settings
+from agent.config import load_settings
 from agent.infra.logging_setup import PROMPT_LOGGERS, configure_logging, secret_values
 from agent.infra.secrets import MASKER, install_log_masking, mask, mask_url, url_password
 

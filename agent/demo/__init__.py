@@ -1,0 +1,1 @@
+"""`ragpulse demo` and `ragpulse demo-app`: a synthetic RAG company whose retrieval regresses."""
