@@ -23,7 +23,8 @@ from prometheus_client import CollectorRegistry
 
 from agent.config import load_settings
 from agent.pipeline import Agent, build_agent
-from tests.hostile_bodies import (
+from tests.support.agent_process import AgentProcess
+from tests.support.hostile import (
     Hostile,
     _json_request,
     gzip_bomb,
@@ -32,7 +33,7 @@ from tests.hostile_bodies import (
     rag_attributes,
     request_with_attributes,
 )
-from tests.support import AgentProcess, http_post
+from tests.support.net import http_post
 
 pytestmark = pytest.mark.integration
 

@@ -24,8 +24,9 @@ from agent.judges.local import LexicalJudge
 from agent.metrics import STREAMING_METRICS
 from agent.model import Chunk, RagInteraction
 from agent.redact import RedactionRules, Redactor
-from tests.fakes.llm_server import FakeLLMServer
-from tests.support import AgentProcess, openinference_single_span
+from tests.support.agent_process import AgentProcess
+from tests.support.llm_server import FakeLLMServer
+from tests.support.spans import openinference_single_span
 
 pytestmark = pytest.mark.integration
 

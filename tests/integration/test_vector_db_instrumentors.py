@@ -28,9 +28,11 @@ from pathlib import Path
 import pytest
 
 from agent.judges.questions import statements_body
-from tests.fakes.llm_server import FakeLLMServer, fenced_blocks
-from tests.fakes.pinecone_server import FakePinecone
-from tests.support import ROOT, AgentProcess, Scrape
+from tests.support.agent_process import AgentProcess
+from tests.support.llm_server import FakeLLMServer, fenced_blocks
+from tests.support.net import Scrape
+from tests.support.pinecone_server import FakePinecone
+from tests.support.repo import ROOT
 
 pytestmark = pytest.mark.integration
 

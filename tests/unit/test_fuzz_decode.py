@@ -8,7 +8,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 
 from agent.otlp.decode import DecodedRequest, UndecodableError, decode_kafka_value, decode_request
-from tests.hostile_bodies import Hostile, decodable
+from tests.support.hostile import Hostile, decodable
 
 ENCODING = {"application/x-protobuf": "protobuf", "application/json": "json"}
 KAFKA = {"protobuf": "otlp_proto", "json": "otlp_json"}

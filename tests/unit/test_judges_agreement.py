@@ -8,7 +8,7 @@ import pytest
 
 from agent.judges.local import LexicalJudge
 from benchmarks.judge_agreement import agreement, auroc, balanced_accuracy, f1_of_negatives
-from tests.support import SHARED_DATA
+from tests.support.repo import SHARED_DATA
 
 
 def test_agreement_statistics() -> None:
