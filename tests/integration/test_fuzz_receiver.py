@@ -1,4 +1,4 @@
-"""Fuzzing the real OTLP/HTTP receiver with hostile requests (tests/hostile_bodies.py).
+"""Fuzzing the real OTLP/HTTP receiver with hostile requests (tests/support/hostile.py).
 
 1. In process: the agent built by `build_agent` serves on free ports in a background event loop;
    hypothesis sends deep nesting, giant attributes, 10,000-chunk spans, invalid UTF-8, truncated

@@ -1,4 +1,4 @@
-"""LLM-judged metrics through litellm against a real OpenAI-compatible HTTP server (tests/fakes).
+"""LLM-judged metrics through litellm against a real OpenAI-compatible HTTP server (tests/support).
 
 The server computes its verdicts from the prompt's fenced data with the lexical judge's
 functions, so every score here can be checked against the local judge; faults are scripted per

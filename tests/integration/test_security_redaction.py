@@ -1,6 +1,6 @@
 """Nothing private leaves: personal data planted in spans never reaches the HTTP judge server.
 
-`ragpulse run` as a real process with an LLM judge (litellm → tests/fakes/llm_server.py, which
+`ragpulse run` as a real process with an LLM judge (litellm → tests/support/llm_server.py, which
 records every request body); spans come from the real OpenTelemetry SDK exporter. The fake
 server judges from the fenced text it receives, like the lexical judge, so the scores the agent
 exports must equal the lexical judge's scores on the *redacted* interaction: the verdicts came

@@ -4,7 +4,7 @@ to a running ragpulse, which must judge each answer against the passages the mod
 The app (its own process: instrumentors patch globally) searches a Pinecone index with the
 official client and the real `opentelemetry-instrumentation-pinecone`, then asks an OpenAI model
 with the official client and the real `opentelemetry-instrumentation-openai`, under one request
-span per question. Pinecone is a paid service, so its index is tests/fakes/pinecone_server.py (a
+span per question. Pinecone is a paid service, so its index is tests/support/pinecone_server.py (a
 real HTTP server); the model and ragpulse's judge are the test OpenAI-compatible server. The app
 records its spans with the real SDK and sends them with the real OTLP/HTTP exporter, split one
 span per request and interleaved with the other question's trace. What ragpulse assembled is

@@ -8,7 +8,15 @@ from pathlib import Path
 from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[2]
-SHARED_DATA = ROOT.parent / "shared" / "data"
+# ../shared/data beside the repository, or beside the directory of its git worktrees.
+SHARED_DATA = next(
+    (
+        base / "shared" / "data"
+        for base in (ROOT.parent, ROOT.parent.parent)
+        if (base / "shared" / "data").is_dir()
+    ),
+    ROOT.parent / "shared" / "data",
+)
 
 
 def load_module(relative: str) -> ModuleType:

@@ -1,4 +1,4 @@
-"""Fuzzing the decoders with hostile bodies (tests/hostile_bodies.py): whatever arrives, decoding
+"""Fuzzing the decoders with hostile bodies (tests/support/hostile.py): whatever arrives, decoding
 either returns spans or raises UndecodableError (a 400 and a dead letter upstream) — never a
 RecursionError, a UnicodeDecodeError or any other exception that would become a 500 or kill a
 Kafka consumer."""
