@@ -17,4 +17,6 @@ defined here are registered once, by `pytest_plugins` in tests/conftest.py.
     hostile          hostile OTLP bodies (hypothesis strategies)
     browser          headless chromium page visits
     pipeline         in-memory pipeline parts (ListExporter)
+    cli              `ragpulse eval` as a subprocess, JSONL results read back
+    labelled         the labelled shared samples as cases, and a judge's score of a case
 """
