@@ -14,10 +14,10 @@ from typing import Any
 from pydantic import BaseModel, SecretStr
 
 from agent import __version__
+from agent.commands.calibrate import add_commands as add_trust_commands
 from agent.config import ConfigError, Settings, describe_settings, load_settings
 from agent.infra.logging_setup import configure_logging
 from agent.infra.secrets import MASK, mask, mask_url
-from agent.commands.calibrate import add_commands as add_trust_commands
 
 log = logging.getLogger("ragpulse")
 

@@ -15,7 +15,6 @@ this alert), group_wait (30s) and up to one scrape and one evaluation interval (
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import tempfile
@@ -24,15 +23,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.integration.alerting_stack import ALERTMANAGER, PROMETHEUS, AlertingStack, missing_binaries, send
-from tests.support import AgentProcess
+from benchmarks.harness import Benchmark, line
+from tests.support.agent_process import AgentProcess
+from tests.support.alerting import ALERTMANAGER, PROMETHEUS, AlertingStack, missing_binaries, send
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    bench = Benchmark(__doc__, description=__doc__.splitlines()[0])
+    parser = bench.parser
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--for", dest="for_", default="2s", help="`for:` of every alert during the run")
-    args = parser.parse_args()
+    args = bench.parse()
     missing = missing_binaries(PROMETHEUS, ALERTMANAGER)
     if missing:
         sys.exit(missing)
@@ -55,11 +56,11 @@ def main() -> None:
                     lambda labels=labels: stack.webhook.first("RagpulseQualityBelowThreshold", **labels),
                 )
                 latencies.append(arrived - dropped)
-                print(f"trial {trial}: drop -> webhook {arrived - dropped:.1f}s", flush=True)
+                line(f"trial {trial}: drop -> webhook {arrived - dropped:.1f}s", flush=True)
         finally:
             stack.stop()
             agent.kill()
-    print(
+    line(
         f"{len(latencies)} trials, `for: {args.for_}`, 1s scrape and evaluation, group_wait 1s: "
         f"median {statistics.median(latencies):.1f}s, min {min(latencies):.1f}s, max {max(latencies):.1f}s"
     )

@@ -11,7 +11,6 @@ agent's). Reported: the longest /healthz answer and the number of answers.
 
 from __future__ import annotations
 
-import argparse
 import signal
 import sys
 import tempfile
@@ -20,19 +19,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.soak import Producer, StallProbe, log, start_agent
-from tests.fakes.llm_server import FakeLLMServer
-from tests.fixtures.kafka_broker import kafka_broker
-from tests.fixtures.redis_server import redis_server
+from benchmarks.common.kafka_rig import Producer, StallProbe, log, start_agent
+from benchmarks.harness import Benchmark, line
+from tests.support.kafka_broker import kafka_broker
+from tests.support.llm_server import FakeLLMServer
+from tests.support.redis_server import redis_server
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    bench = Benchmark(__doc__)
+    parser = bench.parser
     parser.add_argument("--freezes", type=int, default=2)
     parser.add_argument("--seconds", type=float, default=20.0, help="how long each freeze lasts")
-    args = parser.parse_args()
+    args = bench.parse()
     with tempfile.TemporaryDirectory() as tmp, kafka_broker(Path(tmp)) as broker, redis_server() as redis, \
             FakeLLMServer(latency=0.1) as judge:  # fmt: skip
         assert broker.process is not None, "broker freezes need the Tansu broker"
@@ -57,8 +56,8 @@ def main() -> None:
             agent.stop()
             agent.kill()
     at = time.strftime("%H:%M:%S", time.localtime(probe.longest_at))
-    print(f"broker freezes          {args.freezes} x {args.seconds:g} s")
-    print(f"longest /healthz (s)    {probe.longest:.3f} over {probe.samples} probes (at {at})")
+    line(f"broker freezes          {args.freezes} x {args.seconds:g} s")
+    line(f"longest /healthz (s)    {probe.longest:.3f} over {probe.samples} probes (at {at})")
 
 
 if __name__ == "__main__":

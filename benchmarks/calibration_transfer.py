@@ -25,9 +25,10 @@ from agent.judges.factory import build_inner_judge
 from agent.telemetry import Telemetry
 from agent.trust.agreement import brier, expected_calibration_error
 from agent.trust.calibration import fit
-from benchmarks.judge_agreement import load_cases, score
+from benchmarks.harness import Benchmark, line, shared_data
+from tests.support.labelled import load_cases, score
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = shared_data()
 SAMPLES = {"HaluEval QA": "halueval_qa_sample", "RAGTruth QA": "ragtruth_qa_sample"}
 
 
@@ -59,12 +60,12 @@ async def main_async(args: argparse.Namespace) -> None:
         Settings.model_validate({"judge_model": args.judge}), Telemetry(CollectorRegistry())
     )
     data = {name: await faithfulness(judge, folder) for name, folder in SAMPLES.items()}
-    print(f"judge {judge.model}, faithfulness, {args.method} calibration")
-    print(
+    line(f"judge {judge.model}, faithfulness, {args.method} calibration")
+    line(
         "| fitted on | measured on | Brier raw | Brier calibrated | ECE raw | ECE calibrated "
         "| P>=0.9 threshold: precision / recall | R>=0.9 threshold: precision / recall |"
     )
-    print("|---|---|---:|---:|---:|---:|---|---|")
+    line("|---|---|---:|---:|---:|---:|---|---|")
     for fit_name, test_name in (("HaluEval QA", "RAGTruth QA"), ("RAGTruth QA", "HaluEval QA")):
         labels, scores = data[fit_name]
         calibration = fit("faithfulness", scores, labels, method=args.method, judge=judge.model)
@@ -74,7 +75,7 @@ async def main_async(args: argparse.Namespace) -> None:
         for choice in calibration.thresholds:
             p, r = flags(test_scores, test_labels, choice.threshold)
             cells.append(f"t={fmt(choice.threshold)}: {fmt(p)} / {fmt(r)}")
-        print(
+        line(
             f"| {fit_name} | {test_name} | {brier(test_labels, test_scores):.3f} "
             f"| {brier(test_labels, calibrated):.3f} "
             f"| {expected_calibration_error(test_labels, test_scores):.3f} "
@@ -83,10 +84,11 @@ async def main_async(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    bench = Benchmark(__doc__, description=__doc__.split("\n\n")[0])
+    parser = bench.parser
     parser.add_argument("--judge", default="lexical")
     parser.add_argument("--method", choices=["isotonic", "platt"], default="isotonic")
-    asyncio.run(main_async(parser.parse_args()))
+    asyncio.run(main_async(bench.parse()))
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ plus a smooth Beta stream for comparison. A "drop" lowers the stream's mean by 0
 
 from __future__ import annotations
 
-import argparse
 import random
 import statistics
 import sys
@@ -22,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agent.drift import DriftConfig, DriftDetector
 from agent.metrics import context_precision_at_k
+from benchmarks.harness import Benchmark, line, seeded
 
 Stream = Callable[[random.Random], float]
 
@@ -40,7 +40,7 @@ def beta_stream(a: float, b: float) -> Stream:
 
 
 def mean_of(stream: Stream, n: int = 200_000) -> float:
-    rng = random.Random(99)
+    rng = seeded(99)
     return statistics.fmean(stream(rng) for _ in range(n))
 
 
@@ -86,15 +86,14 @@ def detection_delay(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    bench = Benchmark(__doc__, seed=0)
+    parser = bench.parser
     parser.add_argument("--stationary", type=int, default=1_000_000, help="scores per stationary stream")
     parser.add_argument("--streams", type=int, default=3, help="independent stationary streams per kind")
     parser.add_argument("--trials", type=int, default=300, help="change-point trials per stream kind")
-    args = parser.parse_args()
+    args = bench.parse()
     config = DriftConfig()
-    print(f"drift detector defaults: {config}")
+    line(f"drift detector defaults: {config}")
 
     p0 = 0.6
     base_cp = mean_of(cp_stream(p0))
@@ -105,26 +104,31 @@ def main() -> None:
         f"CP@5 verdicts p={p0} → p={p1:.3f}": (cp_stream(p0), cp_stream(p1)),
         f"Beta(4,2) → Beta({a1:.2f},2)": (beta_stream(4.0, 2.0), beta_stream(a1, 2.0)),
     }
-    print()
+    line()
     header = f"{'stream':<36} {'mean→after':>12} {'sd':>5} {'false alarms':>22}"
-    print(f"{header} {'delay p50':>9} {'p95':>5} {'missed':>6}")
+    line(f"{header} {'delay p50':>9} {'p95':>5} {'missed':>6}")
     for name, (before, after) in kinds.items():
-        rng = random.Random(5)
+        rng = seeded(5)
         sample = [before(rng) for _ in range(50_000)]
         after_mean = mean_of(after)
         started = time.perf_counter()
-        runs = [false_alarms(before, args.stationary, config, seed=11 + s) for s in range(args.streams)]
+        runs = [
+            false_alarms(before, args.stationary, config, seed=bench.seed + 11 + s)
+            for s in range(args.streams)
+        ]
         onsets, judged = sum(r[0] for r in runs), sum(r[1] for r in runs)
         elapsed = time.perf_counter() - started
-        delays = [detection_delay(before, after, config, seed=1000 + t) for t in range(args.trials)]
+        delays = [
+            detection_delay(before, after, config, seed=bench.seed + 1000 + t) for t in range(args.trials)
+        ]
         found = sorted(d for d in delays if d is not None)
         p50 = found[len(found) // 2] if found else float("nan")
         p95 = found[int(len(found) * 0.95) - 1] if found else float("nan")
-        print(
+        line(
             f"{name:<36} {statistics.fmean(sample):.3f}→{after_mean:.3f} {statistics.pstdev(sample):5.2f} "
             f"{onsets:>4} in {judged:>9,} scores {p50:>9} {p95:>5} {len(delays) - len(found):>6}"
         )
-        print(f"{'':<36} ({judged / elapsed:,.0f} updates/s on one core)")
+        line(f"{'':<36} ({judged / elapsed:,.0f} updates/s on one core)")
 
 
 if __name__ == "__main__":

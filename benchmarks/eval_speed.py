@@ -13,7 +13,6 @@ Run: .venv/bin/python -m benchmarks.eval_speed [--items 1000] [--latency 0.3]
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -23,14 +22,16 @@ import time
 from pathlib import Path
 
 from agent.demo.traffic import Phase, TrafficModel
-from tests.fakes.llm_server import FakeLLMServer
-from tests.support import ROOT, free_port, scrape
+from benchmarks.harness import Benchmark, line, run_seed
+from tests.support.llm_server import FakeLLMServer
+from tests.support.net import free_port, scrape
+from tests.support.repo import ROOT
 
 METRICS = "context_precision,context_relevancy,faithfulness,answer_relevancy"
 
 
 def write_items(path: Path, count: int) -> None:
-    model = TrafficModel(seed=11)
+    model = TrafficModel(seed=run_seed())
     with path.open("w") as handle:
         for n in range(count):
             drawn = model.draw(Phase.HEALTHY)
@@ -91,16 +92,17 @@ def demo_first_score(work: Path) -> tuple[float, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    bench = Benchmark(__doc__, description=__doc__.splitlines()[0], seed=11)
+    parser = bench.parser
     parser.add_argument("--items", type=int, default=1000)
     parser.add_argument("--latency", type=float, default=0.3)
-    args = parser.parse_args()
+    args = bench.parse()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         data = work / "items.jsonl"
         write_items(data, args.items)
         local = time_eval(data, work / "local", {})
-        print(f"eval, lexical judge: {args.items} items in {local:.1f}s = {args.items / local:.0f} items/s")
+        line(f"eval, lexical judge: {args.items} items in {local:.1f}s = {args.items / local:.0f} items/s")
         with FakeLLMServer(latency=args.latency) as server:
             env = {
                 "RAGPULSE_JUDGE_MODEL": "openai/ragpulse-test-judge",
@@ -109,13 +111,13 @@ def main() -> None:
             }
             llm = time_eval(data, work / "llm", env)
             calls = server.stats.calls
-        print(
+        line(
             f"eval, test LLM judge at {args.latency * 1000:.0f} ms: {args.items} items in {llm:.1f}s = "
             f"{args.items / llm:.1f} items/s ({calls} judge calls, {calls / args.items:.2f} per item; "
             "eval_concurrency=32)"
         )
         wall, own = demo_first_score(work)
-        print(f"demo: first score {wall:.1f}s after launch (its own clock, from after imports: {own:.1f}s)")
+        line(f"demo: first score {wall:.1f}s after launch (its own clock, from after imports: {own:.1f}s)")
 
 
 if __name__ == "__main__":

@@ -26,21 +26,16 @@ hallucinated) at the documented rule (faithful iff every claim is supported) wit
 bootstrap 95% interval (2000 resamples of whole questions), its precision and recall, and the
 AUROC of the weakest claim's support score (no rule). ARES: per metric, the items, the
 positives, and the AUROC of the metric value and of the judge's graded score, as
-benchmarks/judge_agreement.py computes them.
+benchmarks/judge_agreement.py computes them (tests/support/labelled.py's score, the statistics of
+agent/trust/agreement.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import csv
-import json
-import random
-import re
 import sys
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from prometheus_client import CollectorRegistry
 
@@ -50,67 +45,18 @@ from agent.config import Settings
 from agent.judges.base import Judge
 from agent.judges.factory import build_inner_judge
 from agent.telemetry import Telemetry
-from benchmarks.judge_agreement import Case, auroc, f1_of_negatives, score
-
-# The questions of ../shared/data/ragtruth_qa_sample (its README lists them).
-SHARED_SAMPLE_SOURCES = frozenset({"12219", "12262", "12306", "12404", "15325", "15369", "15450", "15454"})
-_PASSAGE_HEADER = re.compile(r"passage \d+:", re.I)
-ARES_LABELS = {
-    "context_relevancy": "Context_Relevance_Label",
-    "faithfulness": "Answer_Faithfulness_Label",
-    "answer_relevancy": "Answer_Relevance_Label",
-}
-
-
-def ragtruth_halves(path: Path) -> dict[str, list[dict[str, Any]]]:
-    """The file's questions per half ('dev', 'test'), the shared sample's questions left out."""
-    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    questions = sorted(
-        (r for r in rows if str(r["source_id"]) not in SHARED_SAMPLE_SOURCES),
-        key=lambda r: int(r["source_id"]),
-    )
-    return {"dev": questions[0::2], "test": questions[1::2]}
-
-
-def passages(question: dict[str, Any]) -> tuple[str, ...]:
-    return tuple(p.strip() for p in _PASSAGE_HEADER.split(question["source"]["passages"]) if p.strip())
-
-
-def load_ragtruth(path: Path) -> dict[str, list[Case]]:
-    """Faithfulness cases per half: one per response, labelled 1 when it has no human span."""
-    return {
-        half: [
-            Case(
-                "faithfulness",
-                int(not answer["labels"]),
-                q["source"]["question"],
-                passages(q),
-                answer["response"],
-            )
-            for q in questions
-            for answer in q["responses"]
-        ]
-        for half, questions in ragtruth_halves(path).items()
-    }
-
-
-def load_ares(path: Path) -> list[Case]:
-    """One case per labelled metric and row; the page is the interaction's one chunk."""
-    with path.open(encoding="utf-8", newline="") as handle:
-        rows = list(csv.DictReader(handle, delimiter="\t"))
-    return [
-        Case(metric, int(row[column]), row["Question"], (row["Document"],), row["Answer"])
-        for metric, column in ARES_LABELS.items()
-        for row in rows
-    ]
+from agent.trust.agreement import Interval, auroc, grouped_bootstrap, problem_f1
+from benchmarks.common.heldout import ARES_LABELS, load_ares, load_ragtruth
+from benchmarks.harness import Benchmark
+from tests.support.labelled import Case, score
 
 
 def _number(value: float | None) -> str:
     return "    n/a" if value is None else f"{value:7.3f}"
 
 
-async def ragtruth_row(judge: Judge, name: str, cases: list[Case]) -> str:
-    # judge_agreement.score: the faithfulness value (1.0 without claims) and the weakest claim's support.
+async def ragtruth_row(judge: Judge, name: str, cases: list[Case], bench: Benchmark | None = None) -> str:
+    # labelled.score: the faithfulness value (1.0 without claims) and the weakest claim's support.
     scored = await asyncio.gather(*(score(judge, c) for c in cases))
     labels = [c.label for c in cases]
     predicted = [int(value is not None and value >= 1.0) for value, _ in scored]
@@ -120,75 +66,76 @@ async def ragtruth_row(judge: Judge, name: str, cases: list[Case]) -> str:
     caught = sum(1 for y, p in zip(labels, predicted, strict=True) if not y and not p)
     precision = caught / flagged if flagged else None
     recall = caught / hallucinated if hallucinated else None
-    low, high = f1_interval([c.query for c in cases], labels, predicted)
+    f1 = f1_interval([c.query for c in cases], labels, predicted)
+    area = auroc(labels, weakest)
+    if bench is not None:
+        bench.record(f"ragtruth {name}", {
+            "responses": len(cases), "hallucinated": hallucinated, "f1": f1.value, "f1_low": f1.low,
+            "f1_high": f1.high, "precision": precision, "recall": recall, "auroc": area,
+        })  # fmt: skip
+    interval = "n/a" if f1.low is None or f1.high is None else f"{f1.low:>6.3f}–{f1.high:.3f}"
     return (
-        f"{name:<6} {len(cases):>9} {hallucinated:>12} {_number(f1_of_negatives(labels, predicted))} "
-        f"{low:>6.3f}–{high:.3f} {_number(precision):>9} {_number(recall):>6} "
-        f"{_number(auroc(labels, weakest))}"
+        f"{name:<6} {len(cases):>9} {hallucinated:>12} {_number(f1.value)} "
+        f"{interval} {_number(precision):>9} {_number(recall):>6} {_number(area)}"
     )
 
 
-def f1_interval(
-    questions: Sequence[str], labels: Sequence[int], predicted: Sequence[int], resamples: int = 2000
-) -> tuple[float, float]:
-    """Percentile bootstrap 95% interval of the hallucination F1, resampling whole questions: the
-    responses to one question are judged against the same passages and are not independent."""
+def f1_interval(questions: list[str], labels: list[int], predicted: list[int]) -> Interval:
+    """The hallucination F1 with its percentile bootstrap 95% interval, resampling whole questions
+    (2000 resamples): the responses to one question are judged against the same passages and are
+    not independent."""
     by_question: dict[str, list[tuple[int, int]]] = {}
     for question, label, guess in zip(questions, labels, predicted, strict=True):
         by_question.setdefault(question, []).append((label, guess))
-    groups = list(by_question.values())
-    rng = random.Random(0)
-    draws = []
-    for _ in range(resamples):
-        picked = [pair for group in rng.choices(groups, k=len(groups)) for pair in group]
-        value = f1_of_negatives([y for y, _ in picked], [p for _, p in picked])
-        if value is not None:
-            draws.append(value)
-    draws.sort()
-    return draws[int(0.025 * len(draws))], draws[int(0.975 * len(draws)) - 1]
+
+    def f1(pairs: list[tuple[int, int]]) -> float | None:
+        return problem_f1([y for y, _ in pairs], [p for _, p in pairs])
+
+    return grouped_bootstrap(f1, list(by_question.values()), resamples=2000, seed=0)
 
 
-async def ragtruth(judge: Judge, path: Path, split: str) -> None:
+async def ragtruth(bench: Benchmark, judge: Judge, path: Path, split: str) -> None:
     halves = load_ragtruth(path)
     halves["all"] = halves["dev"] + halves["test"]
-    print(f"RAGTruth QA, held out; judge: {judge.model}; rule: faithful iff every claim is supported")
+    bench.line(f"RAGTruth QA, held out; judge: {judge.model}; rule: faithful iff every claim is supported")
     columns = f"{'F1':>7} {'95% CI':>13} {'precision':>9} {'recall':>6} {'AUROC':>7}"
-    print(f"{'half':<6} {'responses':>9} {'hallucinated':>12} {columns}")
+    bench.line(f"{'half':<6} {'responses':>9} {'hallucinated':>12} {columns}")
     for name in ["dev", "test", "all"] if split == "every" else [split]:
-        print(await ragtruth_row(judge, name, halves[name]))
+        bench.line(await ragtruth_row(judge, name, halves[name], bench))
 
 
-async def ares(judge: Judge, path: Path) -> None:
+async def ares(bench: Benchmark, judge: Judge, path: Path) -> None:
     cases = load_ares(path)
     scored = await asyncio.gather(*(score(judge, c) for c in cases))
-    print(f"ARES human-annotated test set; judge: {judge.model}")
-    print(f"{'metric':<18} {'items':>5} {'positives':>9} {'AUROC':>7} {'AUROC*':>7}")
+    bench.line(f"ARES human-annotated test set; judge: {judge.model}")
+    bench.line(f"{'metric':<18} {'items':>5} {'positives':>9} {'AUROC':>7} {'AUROC*':>7}")
     for metric in ARES_LABELS:
         pairs = [(c.label, s) for c, s in zip(cases, scored, strict=True) if c.metric == metric]
         labels = [label for label, _ in pairs]
         values = [v if v is not None else 1.0 for _, (v, _) in pairs]
         graded = [g if g is not None else 0.0 for _, (_, g) in pairs]
-        print(
+        figures = {"items": len(labels), "positives": sum(labels), "auroc": auroc(labels, values)}
+        bench.record(f"ares {metric}", {**figures, "graded_auroc": auroc(labels, graded)})
+        bench.line(
             f"{metric:<18} {len(labels):>5} {sum(labels):>9} {_number(auroc(labels, values))} "
             f"{_number(auroc(labels, graded))}"
         )
-    print("AUROC: of the metric value; AUROC*: of the judge's graded score")
+    bench.line("AUROC: of the metric value; AUROC*: of the judge's graded score")
 
 
-async def main_async(args: argparse.Namespace) -> None:
+async def main_async(bench: Benchmark, args: argparse.Namespace) -> None:
     judge = build_inner_judge(
         Settings.model_validate({"judge_model": args.judge}), Telemetry(CollectorRegistry())
     )
     if args.ragtruth:
-        await ragtruth(judge, Path(args.ragtruth), args.split)
+        await ragtruth(bench, judge, Path(args.ragtruth), args.split)
     if args.ares:
-        await ares(judge, Path(args.ares))
+        await ares(bench, judge, Path(args.ares))
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    bench = Benchmark(__doc__)
+    parser = bench.parser
     parser.add_argument(
         "--ragtruth", metavar="RAGTRUTH_QA_JSONL", help="FaithJudge's eval_data/ragtruth_qa.jsonl"
     )
@@ -199,10 +146,11 @@ def main() -> None:
         help="ARES's LLM_Judge_Test_Set_Human_Annotations_V1.1_Filtered.tsv",
     )
     parser.add_argument("--judge", default="lexical", help="'lexical' or 'embedding'")
-    args = parser.parse_args()
+    args = bench.parse()
     if not args.ragtruth and not args.ares:
         parser.error("give --ragtruth FILE, --ares FILE or both")
-    asyncio.run(main_async(args))
+    asyncio.run(main_async(bench, args))
+    bench.finish()
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ second accepted (decoded and handed to the intake; no assembly).
 
 from __future__ import annotations
 
-import argparse
 import os
 import random
 import sys
@@ -42,7 +41,8 @@ from agent.otlp.conventions.openinference import OpenInference
 from agent.otlp.conventions.openllmetry import OpenLLMetry
 from agent.otlp.decode import _pb_value, decode_request
 from agent.series_budget import SeriesBudget
-from tests.otlp_support import OpenIntake
+from benchmarks.harness import Benchmark, line
+from tests.support.otlp import OpenIntake
 
 BATCH = 50
 CHUNKS = 5
@@ -200,7 +200,7 @@ def receivers(seconds: float) -> None:
     from agent.sources.otlp_http import OtlpHttpSource
 
     body = multi_span_batch()
-    print(f"receivers: batch of {BATCH} spans, {len(body) / 1024:.0f} KiB protobuf, 4 client connections")
+    line(f"receivers: batch of {BATCH} spans, {len(body) / 1024:.0f} KiB protobuf, 4 client connections")
     context = multiprocessing.get_context("spawn")
 
     async def measure(kind: str) -> float:
@@ -224,23 +224,25 @@ def receivers(seconds: float) -> None:
     async def both() -> None:
         for kind in ("http", "grpc"):
             rate_ = await measure(kind)
-            print(f"OTLP/{kind.upper():4s} receiver: {rate_:9,.0f} spans/s accepted")
+            line(f"OTLP/{kind.upper():4s} receiver: {rate_:9,.0f} spans/s accepted")
 
     asyncio.run(both())
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    bench = Benchmark(__doc__, description=__doc__.splitlines()[0], seed=20251122)
+    parser = bench.parser
     parser.add_argument("--seconds", type=float, default=3.0, help="time per measurement")
     parser.add_argument("--receivers", action="store_true", help="measure the HTTP and gRPC receivers")
-    args = parser.parse_args()
+    args = bench.parse()
+    rng.seed(args.seed)  # the module-level stream of the span makers
     if args.receivers:
         receivers(args.seconds)
         return
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one core
     backend = api_implementation.Type()
-    print(f"protobuf backend: {backend}; batch: {BATCH} spans, {CHUNKS} chunks x ~800 chars")
+    line(f"protobuf backend: {backend}; batch: {BATCH} spans, {CHUNKS} chunks x ~800 chars")
     for label, body in (("single-span", single_span_batch()), ("multi-span", multi_span_batch())):
         assembler = TraceAssembler(
             [OpenInference(), OpenLLMetry(), GenAI(), Manual()],
@@ -270,7 +272,7 @@ def main() -> None:
         bare = rate(lambda body=body: ExportTraceServiceRequest.FromString(body), args.seconds)
         whole = rate(intake, args.seconds)
         dicts = rate(full_dicts, args.seconds)
-        print(
+        line(
             f"{label:12s} {len(body) / 1024:6.0f} KiB/batch  "
             f"bare parse {bare:9,.0f} spans/s  |  decode+extract+assemble {whole:8,.0f} spans/s  "
             f"|  parse + every attribute as a dict {dicts:8,.0f} spans/s"

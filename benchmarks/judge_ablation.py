@@ -20,7 +20,6 @@ splitting and rebuild only the scoring, so the production judge carries no switc
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -28,16 +27,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agent.judges import local
-from benchmarks.heldout import load_ragtruth
-from benchmarks.judge_agreement import (
-    SETS,
-    SHARE_GRID,
-    SUPPORT_GRID,
-    auroc,
-    f1_of_negatives,
-    faithful,
-    load_cases,
-)
+from agent.trust.agreement import auroc, problem_f1
+from benchmarks.common.heldout import load_ragtruth
+from benchmarks.common.labelled import SETS, SHARE_GRID, SUPPORT_GRID, faithful
+from benchmarks.harness import Benchmark
+from tests.support.labelled import load_cases
 
 # (claim, evidence text, question) -> support in [0, 1]
 Scorer = Callable[[str, str, str], float]
@@ -114,19 +108,18 @@ def claim_scores(
 
 
 def f1(labels: Sequence[int], scores: Sequence[Sequence[float]], rule: tuple[float, float]) -> float:
-    return f1_of_negatives(labels, [faithful(s, *rule) for s in scores]) or 0.0
+    return problem_f1(labels, [faithful(s, *rule) for s in scores]) or 0.0
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    bench = Benchmark(__doc__)
+    parser = bench.parser
     parser.add_argument("data", type=Path, help="the shared data directory (../shared/data)")
     parser.add_argument("--ragtruth", type=Path, help="FaithJudge's eval_data/ragtruth_qa.jsonl (held out)")
-    args = parser.parse_args()
+    args = bench.parse()
     grid = [(s, r) for s in SUPPORT_GRID for r in SHARE_GRID]
     names = list(SETS) + ([HELD_OUT] if args.ragtruth else [])
-    print(f"{'variant':<28}" + "".join(f"{n + ': doc / others / AUROC':>36}" for n in names))
+    bench.line(f"{'variant':<28}" + "".join(f"{n + ': doc / others / AUROC':>36}" for n in names))
     for label, scorer in VARIANTS.items():
         scored = claim_scores(scorer, args.data, args.ragtruth)
         cells = []
@@ -139,10 +132,13 @@ def main() -> None:
                 f"{f1(labels, scores, (0.5, 1.0)):.3f} / {f1(labels, scores, rule):.3f} / "
                 f"{auroc(labels, weakest) or 0.0:.3f}"
             )
-        print(f"{label:<28}" + "".join(f"{c:>36}" for c in cells))
-    print(
+        bench.line(f"{label:<28}" + "".join(f"{c:>36}" for c in cells))
+        bench.record(label, dict(zip(names, cells, strict=True)))
+    bench.line(
         "doc: F1 at the documented rule (0.5, 1.0); others: F1 at the rule chosen on the other shared samples"
     )
+
+    bench.finish()
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """What the four reference-free metrics cost per interaction through the real LLMJudge + litellm.
 
-The judge is the test OpenAI-compatible server (tests/fakes/llm_server.py), which counts
+The judge is the test OpenAI-compatible server (tests/support/llm_server.py), which counts
 cl100k tokens like a provider would and answers after an injected latency. For k = 5, 10 and 20
 chunks of ~160 tokens, 100 interactions each, it prints judge calls and prompt / completion
 tokens per interaction for context_precision + context_relevancy + faithfulness +
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import random
 import sys
 import time
 from dataclasses import dataclass
@@ -31,62 +30,13 @@ from agent.config import Settings
 from agent.evaluate import Evaluator
 from agent.judges.factory import build_judge
 from agent.metrics import STREAMING_METRICS
-from agent.model import Chunk, Outcome, RagInteraction
+from agent.model import Outcome, RagInteraction
 from agent.telemetry import Telemetry
-from tests.fakes.llm_server import FakeLLMServer, count_tokens
+from benchmarks.common.workload import workload
+from benchmarks.harness import Benchmark, line
+from tests.support.llm_server import FakeLLMServer, count_tokens
 
 MODEL = "openai/economy-judge"
-SUBJECTS = ["The Meridian dam", "Lake Oster", "The Halvard bridge", "Saint Corin abbey", "The Pell railway"]
-VERBS = ["was completed in", "was renovated in", "was first surveyed in", "reopened to visitors in"]
-FACTS = [
-    "It supplies water to {n} thousand households in the northern valley.",
-    "Its main span measures {n} metres and rests on granite piers.",
-    "Engineers from {n} firms worked on the foundations during the wet season.",
-    "The regional council funds its upkeep with a levy of {n} cents per ticket.",
-    "Visitors can reach it by the number {n} bus from the central station.",
-    "A museum beside the entrance documents the {n} workers who built it.",
-]
-
-
-def chunk_text(rng: random.Random, subject: str) -> str:
-    """About 160 cl100k tokens of encyclopedic prose about `subject`."""
-    parts = [f"{subject} {rng.choice(VERBS)} {rng.randint(1850, 2020)}."]
-    while count_tokens(" ".join(parts)) < 150:
-        parts.append(rng.choice(FACTS).format(n=rng.randint(2, 900)))
-    return " ".join(parts)
-
-
-def make_interaction(rng: random.Random, n: int, k: int) -> RagInteraction:
-    subject = rng.choice(SUBJECTS)
-    chunks = tuple(Chunk(chunk_text(rng, rng.choice(SUBJECTS) if i % 2 else subject)) for i in range(k))
-    first = chunks[0].content.split(". ")
-    response = f"{first[0]}. {first[1]}. It is one of the best known sights of the region."
-    return RagInteraction(
-        trace_id=f"{n:032x}",
-        span_id=f"{n:016x}",
-        query=f"When was {subject.lower()} completed, and what is it known for? (user {n})",
-        chunks=chunks,
-        response=response,
-        service="bench",
-        route="r",
-    )
-
-
-def workload(k: int, count: int, repeat_share: float, new_response: bool) -> list[RagInteraction]:
-    rng = random.Random(20251122 + k)
-    items: list[RagInteraction] = []
-    for n in range(count):
-        if items and rng.random() < repeat_share:
-            earlier = rng.choice(items)
-            response = f"{earlier.response} (asked again {n})" if new_response else earlier.response
-            items.append(
-                RagInteraction(
-                    f"{n:032x}", f"{n:016x}", earlier.query, earlier.chunks, response, "bench", "r"
-                )
-            )
-        else:
-            items.append(make_interaction(rng, n, k))
-    return items
 
 
 @dataclass
@@ -146,7 +96,7 @@ def measure(server: FakeLLMServer, k: int, args: argparse.Namespace, miscounting
                 telemetry = Telemetry(CollectorRegistry())
                 settings = Settings(judge_model=MODEL, judge_api_base=server.api_base, judge_api_key="k")
                 judge = build_judge(settings, telemetry)
-                items = workload(k, args.interactions, repeat_share, new_response)
+                items = workload(k, args.interactions, repeat_share, new_response, seed=args.seed)
             before = [
                 counter(telemetry, "ragpulse_judge_unpriced_calls_total", {"model": MODEL}),
                 counter(telemetry, "ragpulse_judge_tokens_total", {"model": MODEL, "kind": "prompt"}),
@@ -173,9 +123,8 @@ def measure(server: FakeLLMServer, k: int, args: argparse.Namespace, miscounting
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    bench = Benchmark(__doc__, seed=20251122)
+    parser = bench.parser
     parser.add_argument("--latency", type=float, default=0.3, help="judge latency in seconds")
     parser.add_argument("--interactions", type=int, default=100)
     parser.add_argument("--concurrency", type=int, default=8, help="interactions evaluated at once")
@@ -187,7 +136,7 @@ def main() -> None:
         default=1,
         help="runs of each row (which answers miscount shifts with concurrency between runs)",
     )
-    args = parser.parse_args()
+    args = bench.parse()
     rows = []
     for k in (5, 10, 20):
         for _ in range(args.repeat):
@@ -196,17 +145,17 @@ def main() -> None:
         for _ in range(args.repeat):
             with FakeLLMServer(latency=args.latency, miscount=args.miscount) as server:
                 rows += measure(server, k, args, miscounting=True)
-    print(
+    line(
         f"{args.interactions} interactions, 4 metrics (context_precision, context_relevancy, "
         f"faithfulness, answer_relevancy), judge latency {args.latency * 1000:.0f} ms, "
         f"{args.concurrency} interactions at once"
     )
     header = f"{'scenario':<32} {'k':>3} {'calls/int':>9} {'prompt tok/int':>14} {'compl tok/int':>13} "
     header += f"{'judged tok/int':>14} {'wall s':>7} {'errors':>6}"
-    print(header)
-    print("-" * len(header))
+    line(header)
+    line("-" * len(header))
     for r in rows:
-        print(
+        line(
             f"{r.scenario:<32} {r.k:>3} {r.calls:>9.2f} {r.prompt_tokens:>14.0f} "
             f"{r.completion_tokens:>13.0f} {r.judged_tokens:>14.0f} {r.wall_seconds:>7.2f} {r.errors:>6}"
         )

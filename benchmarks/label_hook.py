@@ -10,7 +10,6 @@ Prints nanoseconds per span; compare with benchmarks/intake.py's spans per secon
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -29,6 +28,7 @@ from agent.otlp.decode import decode_request
 from agent.telemetry import Telemetry
 from agent.trust.aggregator import PpiAggregator, PpiConfig
 from agent.trust.label_sampling import LabelSampler
+from benchmarks.harness import Benchmark, line
 
 
 def spans(count: int, annotated: bool) -> list[Span]:
@@ -61,13 +61,14 @@ def per_span_ns(aggregator: PpiAggregator, batch: list[Span], seconds: float) ->
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    bench = Benchmark(__doc__, description=__doc__.splitlines()[0])
+    parser = bench.parser
     parser.add_argument("--seconds", type=float, default=3.0)
-    args = parser.parse_args()
+    args = bench.parse()
     aggregator = PpiAggregator(Telemetry(CollectorRegistry()), PpiConfig(), LabelSampler(0.1))
     for annotated in (False, True):
         ns = per_span_ns(aggregator, spans(50, annotated), args.seconds)
-        print(f"{'annotated' if annotated else 'plain':>9} spans: {ns:8.0f} ns per span")
+        line(f"{'annotated' if annotated else 'plain':>9} spans: {ns:8.0f} ns per span")
 
 
 if __name__ == "__main__":

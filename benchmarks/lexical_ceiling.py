@@ -24,7 +24,6 @@ ragpulse does not otherwise depend on.
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 from collections.abc import Sequence
@@ -38,8 +37,9 @@ from scipy.optimize import minimize
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agent.judges import local
-from benchmarks.heldout import passages, ragtruth_halves
-from benchmarks.judge_agreement import auroc, f1_of_negatives
+from agent.trust.agreement import auroc, problem_f1
+from benchmarks.common.heldout import passages, ragtruth_halves
+from benchmarks.harness import Benchmark, line
 
 FOLDS = 5
 
@@ -147,10 +147,7 @@ def report(name: str, claims: Claims, probability: Sequence[float]) -> str:
     faithful = [1 - hallucinated for _, hallucinated, _ in claims.responses]
     worst = [max((probability[i] for i in ids), default=0.0) for _, _, ids in claims.responses]
     best_f1, best_t = max(
-        (
-            (f1_of_negatives(faithful, [int(w < t) for w in worst]) or 0.0, t)
-            for t in np.arange(0.05, 0.70, 0.025)
-        ),
+        ((problem_f1(faithful, [int(w < t) for w in worst]) or 0.0, t) for t in np.arange(0.05, 0.70, 0.025)),
     )
     claim_auroc = auroc([1 - y for y in claims.labels], [-p for p in probability])
     response_auroc = auroc(faithful, [-w for w in worst])
@@ -159,12 +156,11 @@ def report(name: str, claims: Claims, probability: Sequence[float]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    bench = Benchmark(__doc__)
+    parser = bench.parser
     parser.add_argument("ragtruth", type=Path, help="FaithJudge's eval_data/ragtruth_qa.jsonl")
     parser.add_argument("--embedding", action="store_true", help="add MiniLM features (the embedding extra)")
-    args = parser.parse_args()
+    args = bench.parse()
     questions = ragtruth_halves(args.ragtruth)["dev"]
     encoder = None
     if args.embedding:
@@ -172,26 +168,24 @@ def main() -> None:
 
         encoder = MiniLMEncoder()
     claims = collect_claims(questions, encoder)
-    print(
+    line(
         f"RAGTruth dev (held out): {len(claims.responses)} responses, {len(claims.labels)} claims, "
         f"{sum(claims.labels)} overlapping a human span; {FOLDS}-fold cross-validation by question"
     )
-    print(f"{'features':<34} {'claim AUROC':>11} {'response AUROC':>14} {'best F1':>8}")
-    print(report("the judge's rules (no fit)", claims, claims.judge_suspicion))
+    line(f"{'features':<34} {'claim AUROC':>11} {'response AUROC':>14} {'best F1':>8}")
+    line(report("the judge's rules (no fit)", claims, claims.judge_suspicion))
     lexical = replace(claims, features=claims.features[:, :7])
-    print(report("lexical (7), fitted", lexical, cross_validated(lexical, l2=1.0)))
+    line(report("lexical (7), fitted", lexical, cross_validated(lexical, l2=1.0)))
     if encoder is not None:
         for l2 in (10.0, 100.0):
-            print(
+            line(
                 report(
                     f"lexical + MiniLM ({claims.features.shape[1]}), L2 {l2:g}",
                     claims,
                     cross_validated(claims, l2),
                 )
             )
-    print(
-        "best F1: hallucination F1 at the best cut on the most suspect claim's probability (an upper bound)"
-    )
+    line("best F1: hallucination F1 at the best cut on the most suspect claim's probability (an upper bound)")
 
 
 if __name__ == "__main__":

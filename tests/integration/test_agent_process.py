@@ -18,7 +18,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from tests.support import AgentProcess, http_post, openinference_single_span, port_is_free
+from tests.support.agent_process import AgentProcess
+from tests.support.net import http_post, port_is_free
+from tests.support.spans import openinference_single_span
 
 pytestmark = pytest.mark.integration
 
@@ -235,8 +237,8 @@ def test_bad_configuration_fails_fast_naming_the_setting() -> None:
 
 
 def test_a_judge_outage_pauses_intake_and_defers_instead_of_recording_errors() -> None:
-    from tests.fakes.llm_server import FakeLLMServer
-    from tests.support import http_get
+    from tests.support.llm_server import FakeLLMServer
+    from tests.support.net import http_get
 
     with FakeLLMServer() as judge:
         judge.fail_always("500")

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.integration.alerting_stack import load_module, missing_binaries
-from tests.support import ROOT
+from tests.support.alerting import missing_binaries
+from tests.support.repo import ROOT, load_module
 
 RULES = ROOT / "deploy/prometheus/rules"
 _missing = missing_binaries("promtool")

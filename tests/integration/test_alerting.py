@@ -22,15 +22,10 @@ import pytest
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 
-from tests.integration.alerting_stack import (
-    ALERTMANAGER,
-    PROMETHEUS,
-    AlertingStack,
-    load_module,
-    missing_binaries,
-    send,
-)
-from tests.support import ROOT, AgentProcess, Scrape, http_get, http_post
+from tests.support.agent_process import AgentProcess
+from tests.support.alerting import ALERTMANAGER, PROMETHEUS, AlertingStack, missing_binaries, send
+from tests.support.net import Scrape, http_get, http_post
+from tests.support.repo import ROOT, load_module
 
 _missing = missing_binaries(PROMETHEUS, ALERTMANAGER)
 pytestmark = [pytest.mark.integration, pytest.mark.skipif(_missing is not None, reason=_missing or "")]

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import ROOT, free_port, scrape
+from tests.support.net import free_port, scrape
+from tests.support.repo import ROOT
 
 pytestmark = pytest.mark.integration
 
@@ -87,7 +88,7 @@ def test_demo_detects_the_injected_regression_and_nothing_before(tmp_path: Path)
 
 
 def test_demo_app_sends_to_any_otlp_endpoint() -> None:
-    from tests.support import AgentProcess
+    from tests.support.agent_process import AgentProcess
 
     agent = AgentProcess(env={"RAGPULSE_ASSEMBLY_WAIT_SECONDS": "2"})
     try:
@@ -113,7 +114,7 @@ def test_demo_app_sends_to_any_otlp_endpoint() -> None:
 
 
 def test_demo_uses_the_configured_llm_judge(tmp_path: Path) -> None:
-    from tests.fakes.llm_server import FakeLLMServer
+    from tests.support.llm_server import FakeLLMServer
 
     with FakeLLMServer() as server:
         env = {k: v for k, v in os.environ.items() if not k.startswith("RAGPULSE_")}

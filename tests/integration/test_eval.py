@@ -3,36 +3,21 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
 from agent.metrics import rank_trec_run
-from tests.fakes.llm_server import FakeLLMServer
-from tests.support import ROOT, SHARED_DATA
+from tests.support.cli import ragpulse_eval, read_jsonl
+from tests.support.llm_server import FakeLLMServer
+from tests.support.repo import SHARED_DATA
 
 pytestmark = pytest.mark.integration
 
 TREC = SHARED_DATA / "trec_eval_test_vectors"
 RAGAS = SHARED_DATA / "ragas_doc_examples" / "ragas_doc_examples.json"
 HALUEVAL = SHARED_DATA / "halueval_qa_sample" / "halueval_qa_sample.jsonl"
-
-
-def ragpulse_eval(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("RAGPULSE_")}
-    environment.update(env or {})
-    return subprocess.run(
-        [sys.executable, "-m", "agent", "eval", *args],
-        cwd=ROOT, env=environment, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def trec_eval_all(path: Path) -> dict[str, float]:

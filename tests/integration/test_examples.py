@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from tests.support import ROOT, AgentProcess
+from tests.support.agent_process import AgentProcess
+from tests.support.repo import ROOT
 
 pytestmark = pytest.mark.integration
 

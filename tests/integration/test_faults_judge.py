@@ -10,27 +10,20 @@ from __future__ import annotations
 import itertools
 import time
 import uuid
-from collections.abc import Iterator
 
 import pytest
 
-from tests.fakes.llm_server import FakeLLMServer
-from tests.fixtures.kafka_broker import Broker, broker, produce_otlp
-from tests.fixtures.redis_server import RedisServer, redis_server
-from tests.integration.test_kafka_agent import record_spans, wait_committed
-from tests.integration.test_kafka_scale_out import scored_ids, start_agent, wait_for_results
-from tests.support import AgentProcess, http_get, http_post, openinference_single_span
+from tests.support.agent_process import AgentProcess
+from tests.support.kafka_agent import scored_ids, start_agent, wait_committed, wait_for_results
+from tests.support.kafka_broker import Broker, produce_otlp
+from tests.support.llm_server import FakeLLMServer
+from tests.support.net import http_get, http_post
+from tests.support.redis_server import RedisServer
+from tests.support.spans import openinference_single_span, record_spans
 
-__all__ = ["broker"]
 pytestmark = pytest.mark.integration
 
 METRICS = "context_precision,context_relevancy,faithfulness,answer_relevancy"
-
-
-@pytest.fixture
-def redis() -> Iterator[RedisServer]:
-    with redis_server() as server:
-        yield server
 
 
 def test_judge_failing_for_a_stretch_then_healthy_scores_everything_and_records_no_error(

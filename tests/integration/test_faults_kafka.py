@@ -10,27 +10,18 @@ from __future__ import annotations
 import signal
 import time
 import uuid
-from collections.abc import Iterator
 
 import pytest
 import redis as redis_py
 
-from tests.fakes.llm_server import FakeLLMServer
-from tests.fixtures.kafka_broker import Broker, broker, consume_all, produce_otlp, produce_raw
-from tests.fixtures.redis_server import RedisServer, redis_server
-from tests.integration.test_kafka_agent import kafka_agent, record_spans, wait_committed
-from tests.integration.test_kafka_scale_out import scored_ids, start_agent, wait_for_results
-from tests.otlp_support import Recorder, protobuf
-from tests.unit.test_assemble import rag_trace
+from tests.support.kafka_agent import kafka_agent, scored_ids, start_agent, wait_committed, wait_for_results
+from tests.support.kafka_broker import Broker, consume_all, produce_otlp, produce_raw
+from tests.support.llm_server import FakeLLMServer
+from tests.support.otlp import Recorder, protobuf
+from tests.support.redis_server import RedisServer
+from tests.support.spans import rag_trace, record_spans
 
-__all__ = ["broker"]
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def redis() -> Iterator[RedisServer]:
-    with redis_server() as server:
-        yield server
 
 
 def owned(agent, topic: str) -> float:  # type: ignore[no-untyped-def]

@@ -5,27 +5,19 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 
 import pytest
 import redis as redis_py
 
-from tests.fakes.llm_server import FakeLLMServer
-from tests.fixtures.kafka_broker import Broker, broker, produce_otlp
-from tests.fixtures.redis_server import RedisServer, redis_server
-from tests.integration.test_kafka_agent import record_spans
-from tests.integration.test_kafka_scale_out import start_agent
+from tests.support.kafka_agent import start_agent
+from tests.support.kafka_broker import Broker, produce_otlp
+from tests.support.llm_server import FakeLLMServer
+from tests.support.redis_server import RedisServer
+from tests.support.spans import record_spans
 
-__all__ = ["broker"]
 pytestmark = pytest.mark.integration
 
 METRICS = "context_precision,context_relevancy,faithfulness,answer_relevancy"
-
-
-@pytest.fixture
-def redis() -> Iterator[RedisServer]:
-    with redis_server() as server:
-        yield server
 
 
 def test_redis_down_costs_no_extra_judge_calls_and_recovers_promptly(

@@ -1,4 +1,4 @@
-"""Fuzzing the real OTLP/HTTP receiver with hostile requests (tests/hostile_bodies.py).
+"""Fuzzing the real OTLP/HTTP receiver with hostile requests (tests/support/hostile.py).
 
 1. In process: the agent built by `build_agent` serves on free ports in a background event loop;
    hypothesis sends deep nesting, giant attributes, 10,000-chunk spans, invalid UTF-8, truncated
@@ -24,7 +24,8 @@ from prometheus_client import CollectorRegistry
 from agent.build import build_agent
 from agent.config import load_settings
 from agent.pipeline import Agent
-from tests.hostile_bodies import (
+from tests.support.agent_process import AgentProcess
+from tests.support.hostile import (
     Hostile,
     _json_request,
     gzip_bomb,
@@ -33,7 +34,7 @@ from tests.hostile_bodies import (
     rag_attributes,
     request_with_attributes,
 )
-from tests.support import AgentProcess, http_post
+from tests.support.net import http_post
 
 pytestmark = pytest.mark.integration
 

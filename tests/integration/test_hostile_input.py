@@ -24,13 +24,14 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from tests.fixtures.kafka_broker import Broker, broker, produce_otlp, produce_raw
-from tests.fixtures.redis_server import RedisServer, redis_server
-from tests.integration.test_kafka_agent import kafka_agent, record_spans, wait_committed
-from tests.otlp_support import otlp_json_request
-from tests.support import AgentProcess, http_get, http_post, openinference_single_span, scrape
+from tests.support.agent_process import AgentProcess
+from tests.support.kafka_agent import kafka_agent, wait_committed
+from tests.support.kafka_broker import Broker, produce_otlp, produce_raw
+from tests.support.net import http_get, http_post, scrape
+from tests.support.otlp import otlp_json_request
+from tests.support.redis_server import RedisServer
+from tests.support.spans import openinference_single_span, record_spans
 
-__all__ = ["broker"]
 pytestmark = pytest.mark.integration
 
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
@@ -333,12 +334,6 @@ def test_unknown_ragpulse_variables_are_a_warning_and_the_agent_starts() -> None
         agent.kill()
 
 
-@pytest.fixture
-def redis() -> Iterator[RedisServer]:
-    with redis_server() as server:
-        yield server
-
-
 def test_the_drift_baseline_survives_a_restart(redis: RedisServer) -> None:
     env = {
         "RAGPULSE_REDIS_URL": redis.url,
@@ -444,7 +439,7 @@ def test_the_results_producer_never_blocks_the_loop_while_the_broker_is_away(tmp
 
     from agent.exporters.kafka_results import KafkaResultsExporter
     from agent.model import Chunk, MetricResult, RagInteraction
-    from tests.fixtures.kafka_broker import kafka_broker
+    from tests.support.kafka_broker import kafka_broker
 
     interaction = RagInteraction("ab" * 16, "cd" * 8, "q", (Chunk("c"),), "r", "svc", "/r")
     results = [MetricResult.ok("faithfulness", 1.0, judge="lexical")]

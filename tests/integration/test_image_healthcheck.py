@@ -9,7 +9,9 @@ import sys
 
 import pytest
 
-from tests.support import ROOT, AgentProcess, free_port
+from tests.support.agent_process import AgentProcess
+from tests.support.net import free_port
+from tests.support.repo import ROOT
 
 pytestmark = pytest.mark.integration
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import ROOT
+from tests.support.repo import ROOT
 
 pytestmark = pytest.mark.integration
 

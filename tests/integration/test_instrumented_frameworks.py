@@ -22,8 +22,8 @@ import pytest
 
 from agent.otlp.assemble import NOT_RAG
 from agent.otlp.decode import decode_request
-from tests.otlp_support import assembler
-from tests.support import ROOT
+from tests.support.otlp import assembler
+from tests.support.repo import ROOT
 
 pytestmark = pytest.mark.integration
 
@@ -158,7 +158,7 @@ def haystack_openllmetry() -> dict:
     from haystack.utils import Secret
     from opentelemetry.instrumentation.haystack import HaystackInstrumentor
 
-    from tests.fakes.llm_server import FakeLLMServer
+    from tests.support.llm_server import FakeLLMServer
 
     memory, provider = _recorder()
     HaystackInstrumentor().instrument(tracer_provider=provider)

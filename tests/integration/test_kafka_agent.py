@@ -2,54 +2,17 @@
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Iterator
 
 import pytest
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from tests.fixtures.kafka_broker import FAST_GROUP_ENV, Broker, broker, produce_otlp, produce_raw
-from tests.support import AgentProcess, openinference_single_span
+from tests.support.agent_process import AgentProcess
+from tests.support.kafka_agent import kafka_agent, wait_committed
+from tests.support.kafka_broker import Broker, produce_otlp, produce_raw
+from tests.support.spans import PATTERNS, record_spans
 
-__all__ = ["broker"]
 pytestmark = pytest.mark.integration
-
-RESPONSE = "The capital of France is Paris."
-USEFUL = "Paris is the capital of France and its largest city ({})."
-USELESS = "Bananas grow in tropical climates and are rich in potassium ({})."
-PATTERNS = {(0, 1, 1, 0, 0): 0.5833333, (1, 1, 0, 1, 0): 0.9166667, (0, 0, 1, 1, 1): 0.4777778}
-
-
-def record_spans(count: int, service: str = "kafka-app") -> list[ReadableSpan]:
-    """`count` single-span interactions cycling through PATTERNS, recorded by the real SDK."""
-    memory = InMemorySpanExporter()
-    provider = TracerProvider(resource=Resource.create({"service.name": service}))
-    provider.add_span_processor(SimpleSpanProcessor(memory))
-    tracer = provider.get_tracer("tests")
-    patterns = list(PATTERNS)
-    for i in range(count):
-        pattern = patterns[i % len(patterns)]
-        chunks = [(USEFUL if v else USELESS).format(f"{i}.{k}") for k, v in enumerate(pattern)]
-        openinference_single_span(tracer, query=f"Capital of France? #{i}", chunks=chunks, response=RESPONSE)
-    return list(memory.get_finished_spans())
-
-
-def kafka_agent(broker: Broker, topic: str, group: str, **extra: str) -> AgentProcess:
-    env = {
-        "RAGPULSE_SOURCE": "kafka",
-        "RAGPULSE_KAFKA_BOOTSTRAP": broker.bootstrap,
-        "RAGPULSE_KAFKA_TOPIC": topic,
-        "RAGPULSE_KAFKA_GROUP_ID": group,
-        "RAGPULSE_KAFKA_AUTO_OFFSET_RESET": "earliest",
-        "RAGPULSE_KAFKA_COMMIT_INTERVAL_SECONDS": "0.2",
-        **FAST_GROUP_ENV,
-        **extra,
-    }
-    return AgentProcess(env=env)
 
 
 @pytest.fixture
@@ -70,19 +33,6 @@ def agent(broker: Broker, topic: str, group: str) -> Iterator[AgentProcess]:
         yield process
     finally:
         process.kill()
-
-
-def wait_committed(
-    broker: Broker, group: str, topic: str, expected_total: int, timeout: float = 20.0
-) -> dict[int, int]:
-    deadline = time.monotonic() + timeout
-    committed: dict[int, int] = {}
-    while time.monotonic() < deadline:
-        committed = broker.committed(group, topic)
-        if sum(committed.values()) >= expected_total:
-            break
-        time.sleep(0.2)
-    return committed
 
 
 @pytest.mark.parametrize("encoding", ["otlp_proto", "otlp_json"])
@@ -121,7 +71,7 @@ def test_collector_messages_are_scored_and_committed(
 def test_results_topic_carries_evaluations_beside_the_trace(broker: Broker, topic: str, group: str) -> None:
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-    from tests.fixtures.kafka_broker import consume_all
+    from tests.support.kafka_broker import consume_all
 
     results_topic = broker.create_topic(partitions=1)
     agent = kafka_agent(broker, topic, group, RAGPULSE_RESULTS_TOPIC=results_topic)

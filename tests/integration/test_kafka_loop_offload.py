@@ -30,12 +30,12 @@ from agent.pipeline import Agent
 from agent.sources.handover import DECODE_INLINE_BYTES, LoopTurns
 from agent.sources.kafka import KafkaSource, KafkaSourceConfig
 from agent.telemetry import Telemetry
-from tests.fixtures.kafka_broker import Broker, broker, produce_raw
-from tests.otlp_support import OpenIntake, Recorder, protobuf
-from tests.support import Scrape, http_get, openinference_single_span, scrape
+from tests.support.kafka_broker import Broker, produce_raw
+from tests.support.net import Scrape, http_get, scrape
+from tests.support.otlp import OpenIntake, Recorder, protobuf
+from tests.support.spans import openinference_single_span
 
 pytestmark = pytest.mark.integration
-__all__ = ["broker"]
 
 PATTERNS = {(0, 1, 1, 0, 0): 0.5833333, (1, 1, 0, 1, 0): 0.9166667, (0, 0, 1, 1, 1): 0.4777778}
 USEFUL = "Paris is the capital of France and its largest city ({})."

@@ -22,11 +22,10 @@ from prometheus_client import CollectorRegistry
 from agent.otlp.decode import DecodedRequest
 from agent.sources.kafka import KafkaSource, KafkaSourceConfig
 from agent.telemetry import Telemetry
-from tests.fixtures.kafka_broker import Broker, broker
-from tests.otlp_support import OpenIntake
+from tests.support.kafka_broker import Broker
+from tests.support.otlp import OpenIntake
 
 pytestmark = pytest.mark.integration
-__all__ = ["broker"]
 
 EMPTY_REQUEST = b'{"resourceSpans": []}'
 PER_PARTITION = 4

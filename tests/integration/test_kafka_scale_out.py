@@ -7,83 +7,26 @@ Results are read back from the results topic, the durable record of what was sco
 
 from __future__ import annotations
 
-import collections
 import signal
 import time
 import uuid
 from collections.abc import Iterator
 
 import pytest
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from tests.fakes.llm_server import FakeLLMServer
-from tests.fixtures.kafka_broker import Broker, broker, consume_all, produce_otlp
-from tests.fixtures.redis_server import RedisServer, redis_server
-from tests.integration.test_kafka_agent import kafka_agent, record_spans
-from tests.support import AgentProcess
+from tests.support.kafka_agent import scored_ids, start_agent, wait_for_results
+from tests.support.kafka_broker import Broker, consume_all, produce_otlp
+from tests.support.llm_server import FakeLLMServer
+from tests.support.redis_server import RedisServer
+from tests.support.spans import record_spans
 
-__all__ = ["broker"]
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def redis() -> Iterator[RedisServer]:
-    with redis_server() as server:
-        yield server
 
 
 @pytest.fixture
 def judge() -> Iterator[FakeLLMServer]:
     with FakeLLMServer(latency=0.4) as server:
         yield server
-
-
-def start_agent(
-    broker: Broker,
-    topic: str,
-    results: str,
-    group: str,
-    redis: RedisServer,
-    judge: FakeLLMServer,
-    *,
-    wait: bool = True,
-    **extra: str,
-) -> AgentProcess:
-    settings = {
-        "RAGPULSE_RESULTS_TOPIC": results,
-        "RAGPULSE_REDIS_URL": redis.url,
-        "RAGPULSE_JUDGE_MODEL": "openai/judge-test",
-        "RAGPULSE_JUDGE_API_BASE": judge.api_base,
-        "RAGPULSE_JUDGE_API_KEY": "test-key",
-        "RAGPULSE_METRICS": "context_precision",
-        "RAGPULSE_EVAL_CONCURRENCY": "4",
-        "RAGPULSE_IDEMPOTENCY_LEASE_SECONDS": "3",
-        "RAGPULSE_JUDGE_SELF_CHECK": "false",
-        **extra,
-    }
-    agent = kafka_agent(broker, topic, group, **settings)
-    if wait:
-        agent.wait_ready(timeout=60)
-    return agent
-
-
-def scored_ids(values: list[bytes]) -> collections.Counter[str]:
-    counts: collections.Counter[str] = collections.Counter()
-    for value in values:
-        (span,) = ExportTraceServiceRequest.FromString(value).resource_spans[0].scope_spans[0].spans
-        attributes = {kv.key: kv.value.string_value for kv in span.attributes}
-        counts[attributes["ragpulse.interaction.id"]] += 1
-    return counts
-
-
-def wait_for_results(broker: Broker, topic: str, expected: int, timeout: float) -> list[bytes]:
-    deadline = time.monotonic() + timeout
-    values: list[bytes] = []
-    while time.monotonic() < deadline:
-        values = consume_all(broker.bootstrap, topic, expected=expected, timeout=2)
-        if len(scored_ids(values)) >= expected:
-            break
-    return values
 
 
 def test_agent_killed_mid_stream_and_restarted_scores_every_interaction_once(

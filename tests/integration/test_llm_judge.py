@@ -1,4 +1,4 @@
-"""LLM-judged metrics through litellm against a real OpenAI-compatible HTTP server (tests/fakes).
+"""LLM-judged metrics through litellm against a real OpenAI-compatible HTTP server (tests/support).
 
 The server computes its verdicts from the prompt's fenced data with the lexical judge's
 functions, so every score here can be checked against the local judge; faults are scripted per
@@ -26,8 +26,9 @@ from agent.judges.local import LexicalJudge
 from agent.metrics import METRICS, STREAMING_METRICS
 from agent.model import Chunk, MetricResult, Outcome, RagInteraction
 from agent.telemetry import Telemetry
-from tests.fakes.llm_server import FakeLLMServer, fenced_blocks
-from tests.support import ROOT, free_port, http_post
+from tests.support.llm_server import FakeLLMServer, fenced_blocks
+from tests.support.net import free_port, http_post
+from tests.support.repo import ROOT
 
 pytestmark = pytest.mark.integration
 
@@ -369,7 +370,7 @@ def test_lexical_agent_never_imports_litellm() -> None:
 def test_fake_server_runs_as_a_process() -> None:
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "tests.fakes.llm_server", "--port", str(port), "--latency", "0.05"],
+        [sys.executable, "-m", "tests.support.llm_server", "--port", str(port), "--latency", "0.05"],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         text=True,
@@ -422,7 +423,8 @@ def test_agent_process_scores_all_streaming_metrics_with_the_llm_judge(fake: Fak
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from tests.support import AgentProcess, openinference_single_span
+    from tests.support.agent_process import AgentProcess
+    from tests.support.spans import openinference_single_span
 
     agent = AgentProcess(
         env={
@@ -546,7 +548,7 @@ def cache_url(request: pytest.FixtureRequest) -> Iterator[str | None]:
     if request.param == "memory":
         yield None
         return
-    from tests.fixtures.redis_server import redis_server, redis_server_binary
+    from tests.support.redis_server import redis_server, redis_server_binary
 
     if redis_server_binary() is None:
         pytest.skip("no redis-server binary")

@@ -25,7 +25,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from agent.otlp.decode import DecodedRequest  # noqa: E402
 from agent.sources.otlp_grpc import SERVICE, OtlpGrpcSource  # noqa: E402
 from agent.telemetry import Telemetry  # noqa: E402
-from tests.support import AgentProcess  # noqa: E402
+from tests.support.agent_process import AgentProcess  # noqa: E402
 
 pytestmark = pytest.mark.integration
 

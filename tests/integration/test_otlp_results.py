@@ -23,8 +23,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from agent.judges.local import LexicalJudge
 from agent.metrics import STREAMING_METRICS
 from agent.model import Chunk, RagInteraction
-from tests.otlp_support import protobuf
-from tests.support import AgentProcess, http_post, openinference_single_span
+from tests.support.agent_process import AgentProcess
+from tests.support.net import http_post
+from tests.support.otlp import protobuf
+from tests.support.spans import openinference_single_span
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,7 @@ import pytest
 
 from agent.budget import BudgetController, RedisLedger, Spend
 from agent.judges.redis_cache import redis_client
-from tests.fixtures.redis_server import redis_server
+from tests.support.redis_server import redis_server
 
 pytestmark = pytest.mark.integration
 

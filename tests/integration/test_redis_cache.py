@@ -16,8 +16,8 @@ from agent.judges.redis_cache import KEY_PREFIX, redis_client
 from agent.metrics import STREAMING_METRICS
 from agent.model import Chunk, MetricResult, Outcome, RagInteraction
 from agent.telemetry import Telemetry
-from tests.fakes.llm_server import FakeLLMServer
-from tests.fixtures.redis_server import RedisServer, redis_server, redis_server_binary
+from tests.support.llm_server import FakeLLMServer
+from tests.support.redis_server import RedisServer, redis_server, redis_server_binary
 
 pytestmark = [
     pytest.mark.integration,

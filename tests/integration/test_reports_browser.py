@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from agent.report.demo import demo_page
-from tests.browser import chromium_path, visit_page
-from tests.support import ROOT
+from tests.support.browser import chromium_path, visit_page
+from tests.support.repo import ROOT
 
 pytestmark = [
     pytest.mark.integration,

@@ -27,13 +27,12 @@ from pathlib import Path
 import bcrypt
 import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.export import SpanExportResult
 
-from tests.support import AgentProcess, Scrape, free_port, openinference_single_span, scrape
-from tests.tls_support import Pki, make_pki
+from tests.support.agent_process import AgentProcess
+from tests.support.net import Scrape, free_port, scrape
+from tests.support.spans import capital_of_france
+from tests.support.tls import Pki
 
 pytestmark = pytest.mark.integration
 
@@ -48,28 +47,10 @@ def exporter_uses_its_certificate_file(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("CURL_CA_BUNDLE", raising=False)
 
 
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    return make_pki(tmp_path_factory.mktemp("pki"))
-
-
-def spans() -> list[ReadableSpan]:
-    memory = InMemorySpanExporter()
-    provider = TracerProvider(resource=Resource.create({"service.name": "rag-app"}))
-    provider.add_span_processor(SimpleSpanProcessor(memory))
-    openinference_single_span(
-        provider.get_tracer("tests"),
-        query="What is the capital of France?",
-        chunks=["Paris is the capital of France."],
-        response="The capital of France is Paris.",
-    )
-    return list(memory.get_finished_spans())
-
-
 def export(endpoint: str, **options: object) -> SpanExportResult:
     exporter = OTLPSpanExporter(endpoint=endpoint, timeout=5, **options)  # type: ignore[arg-type]
     try:
-        return exporter.export(spans())
+        return exporter.export(capital_of_france())
     finally:
         exporter.shutdown()
 

@@ -22,8 +22,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from agent.config import OtlpSettings  # noqa: E402
 from agent.sources.grpc_security import interceptors, server_credentials  # noqa: E402
-from tests.support import free_port  # noqa: E402
-from tests.tls_support import Pki, make_pki  # noqa: E402
+from tests.support.net import free_port  # noqa: E402
+from tests.support.tls import Pki  # noqa: E402
 
 pytestmark = pytest.mark.integration
 TOKEN = "grpc-token-8d41"
@@ -67,11 +67,6 @@ class TraceService:
         asyncio.run_coroutine_threadsafe(self.server.stop(None), self.loop).result(30)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    return make_pki(tmp_path_factory.mktemp("pki"))
 
 
 def export(port: int, ca: Path | None, **options: object) -> SpanExportResult:
@@ -150,7 +145,7 @@ def test_grpc_mutual_tls_requires_a_client_certificate(pki: Pki) -> None:
 
 
 def test_the_agents_grpc_receiver_takes_the_same_tls_and_token_settings(pki: Pki) -> None:
-    from tests.support import AgentProcess
+    from tests.support.agent_process import AgentProcess
 
     agent = AgentProcess(
         env={

@@ -1,6 +1,6 @@
 """Nothing private leaves: personal data planted in spans never reaches the HTTP judge server.
 
-`ragpulse run` as a real process with an LLM judge (litellm → tests/fakes/llm_server.py, which
+`ragpulse run` as a real process with an LLM judge (litellm → tests/support/llm_server.py, which
 records every request body); spans come from the real OpenTelemetry SDK exporter. The fake
 server judges from the fenced text it receives, like the lexical judge, so the scores the agent
 exports must equal the lexical judge's scores on the *redacted* interaction: the verdicts came
@@ -24,8 +24,9 @@ from agent.judges.local import LexicalJudge
 from agent.metrics import STREAMING_METRICS
 from agent.model import Chunk, RagInteraction
 from agent.redact import RedactionRules, Redactor
-from tests.fakes.llm_server import FakeLLMServer
-from tests.support import AgentProcess, openinference_single_span
+from tests.support.agent_process import AgentProcess
+from tests.support.llm_server import FakeLLMServer
+from tests.support.spans import openinference_single_span
 
 pytestmark = pytest.mark.integration
 

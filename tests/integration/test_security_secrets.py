@@ -14,9 +14,11 @@ import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace.export import SpanExportResult
 
-from tests.fakes.llm_server import FakeLLMServer
-from tests.integration.test_security_endpoints import spans
-from tests.support import ROOT, AgentProcess, free_port, http_get
+from tests.support.agent_process import AgentProcess
+from tests.support.llm_server import FakeLLMServer
+from tests.support.net import free_port, http_get
+from tests.support.repo import ROOT
+from tests.support.spans import capital_of_france
 
 pytestmark = pytest.mark.integration
 
@@ -83,7 +85,7 @@ def test_debug_logs_metrics_and_redis_errors_never_show_secrets(judge_server: Fa
     try:
         agent.wait_ready(timeout=60)
         exporter = OTLPSpanExporter(endpoint=agent.traces_url)
-        assert exporter.export(spans()) is SpanExportResult.SUCCESS
+        assert exporter.export(capital_of_france()) is SpanExportResult.SUCCESS
         exporter.shutdown()
         scrape = agent.wait_for(lambda s: s.total("ragpulse_evaluations_total") == 4, timeout=90)
         assert scrape.total("ragpulse_evaluations_total", outcome="ok") == 4

@@ -19,7 +19,7 @@ from agent.otlp.conventions.openinference import OpenInference
 from agent.otlp.conventions.openllmetry import OpenLLMetry
 from agent.otlp.decode import decode_request
 from agent.series_budget import SeriesBudget
-from tests.support import SHARED_DATA
+from tests.support.repo import SHARED_DATA
 
 SPANS = SHARED_DATA / "otel_spans"
 STACKS = {
@@ -173,7 +173,8 @@ def test_the_agent_assembles_fixture_traces_sent_span_by_span_and_without_roots(
     assembles them."""
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-    from tests.support import AgentProcess, http_post
+    from tests.support.agent_process import AgentProcess
+    from tests.support.net import http_post
 
     agent = AgentProcess(env={"RAGPULSE_ASSEMBLY_WAIT_SECONDS": "1"})
     sent = 0

@@ -9,8 +9,10 @@ from openinference.instrumentation import Annotation, get_annotation_attributes
 from opentelemetry import trace
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
-from tests.otlp_support import Recorder, protobuf
-from tests.support import AgentProcess, http_post, openinference_single_span
+from tests.support.agent_process import AgentProcess
+from tests.support.net import http_post
+from tests.support.otlp import Recorder, protobuf
+from tests.support.spans import openinference_single_span
 
 pytestmark = pytest.mark.integration
 

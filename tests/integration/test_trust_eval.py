@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_eval import ragpulse_eval, read_jsonl
-from tests.support import SHARED_DATA
+from tests.support.cli import ragpulse_eval, read_jsonl
+from tests.support.repo import SHARED_DATA
 
 pytestmark = pytest.mark.integration
 

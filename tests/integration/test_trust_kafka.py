@@ -11,10 +11,10 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from agent.cli import main
 from agent.trust.label_sampling import label_fraction
-from tests.fixtures.kafka_broker import Broker, broker, consume_all, produce_otlp
-from tests.integration.test_kafka_agent import kafka_agent, record_spans
+from tests.support.kafka_agent import kafka_agent
+from tests.support.kafka_broker import Broker, consume_all, produce_otlp
+from tests.support.spans import record_spans
 
-__all__ = ["broker"]
 pytestmark = pytest.mark.integration
 
 

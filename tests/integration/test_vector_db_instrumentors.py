@@ -4,7 +4,7 @@ to a running ragpulse, which must judge each answer against the passages the mod
 The app (its own process: instrumentors patch globally) searches a Pinecone index with the
 official client and the real `opentelemetry-instrumentation-pinecone`, then asks an OpenAI model
 with the official client and the real `opentelemetry-instrumentation-openai`, under one request
-span per question. Pinecone is a paid service, so its index is tests/fakes/pinecone_server.py (a
+span per question. Pinecone is a paid service, so its index is tests/support/pinecone_server.py (a
 real HTTP server); the model and ragpulse's judge are the test OpenAI-compatible server. The app
 records its spans with the real SDK and sends them with the real OTLP/HTTP exporter, split one
 span per request and interleaved with the other question's trace. What ragpulse assembled is
@@ -28,9 +28,11 @@ from pathlib import Path
 import pytest
 
 from agent.judges.questions import statements_body
-from tests.fakes.llm_server import FakeLLMServer, fenced_blocks
-from tests.fakes.pinecone_server import FakePinecone
-from tests.support import ROOT, AgentProcess, Scrape
+from tests.support.agent_process import AgentProcess
+from tests.support.llm_server import FakeLLMServer, fenced_blocks
+from tests.support.net import Scrape
+from tests.support.pinecone_server import FakePinecone
+from tests.support.repo import ROOT
 
 pytestmark = pytest.mark.integration
 

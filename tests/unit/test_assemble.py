@@ -17,33 +17,8 @@ from agent.otlp.assemble import (
     SELF,
 )
 from agent.series_budget import OVERFLOW
-from tests.otlp_support import Clock, Recorder, assembler, decoded, otlp_json, protobuf, set_all, total
-from tests.support import openinference_single_span
-
-QUERY = "How do I reset my password?"
-DOCS = ["Open Settings, then Security, then Reset password.", "Passwords expire every 90 days."]
-RESPONSE = "Go to Settings > Security > Reset password."
-
-
-def hexid(span) -> str:  # type: ignore[no-untyped-def]
-    return format(span.get_span_context().span_id, "016x")
-
-
-def rag_trace(recorder: Recorder, *, route: str | None = None, root_name: str = "chain") -> dict[str, str]:
-    """CHAIN root → RETRIEVER → LLM in OpenInference; returns span ids by role."""
-    tracer = recorder.tracer
-    with tracer.start_as_current_span(root_name) as root:
-        set_all(root, {"openinference.span.kind": "CHAIN", "input.value": QUERY, "output.value": RESPONSE})
-        if route:
-            root.set_attribute("http.route", route)
-        with tracer.start_as_current_span("retriever") as retriever:
-            retriever.set_attribute("openinference.span.kind", "RETRIEVER")
-            retriever.set_attribute("input.value", QUERY + " (as retrieved)")
-            for i, doc in enumerate(DOCS):
-                retriever.set_attribute(f"retrieval.documents.{i}.document.content", doc)
-        with tracer.start_as_current_span("llm") as llm:
-            set_all(llm, {"openinference.span.kind": "LLM", "output.value": RESPONSE})
-    return {"root": hexid(root), "retriever": hexid(retriever), "llm": hexid(llm)}
+from tests.support.otlp import Clock, Recorder, assembler, decoded, otlp_json, protobuf, set_all, total
+from tests.support.spans import DOCS, QUERY, RESPONSE, hexid, openinference_single_span, rag_trace
 
 
 @pytest.mark.parametrize("order", [(0, 1, 2), (2, 1, 0), (2, 0, 1), (1, 2, 0)])

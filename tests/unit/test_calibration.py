@@ -10,7 +10,15 @@ import pytest
 
 from agent.build import load_checked_settings
 from agent.config import ConfigError
-from agent.trust.agreement import agreement, auroc, balanced_accuracy, bootstrap, problem_f1
+from agent.trust.agreement import (
+    Interval,
+    agreement,
+    auroc,
+    balanced_accuracy,
+    bootstrap,
+    grouped_bootstrap,
+    problem_f1,
+)
 from agent.trust.calibration import (
     CalibrationError,
     CalibrationSet,
@@ -20,7 +28,6 @@ from agent.trust.calibration import (
 )
 from agent.trust.labels import read_label_file
 from agent.trust.offline import join, ppi_summary, score_rows
-from benchmarks import judge_agreement
 
 
 def write_lines(path: Path, lines: list[str]) -> Path:
@@ -87,19 +94,25 @@ def test_join_reports_unknown_ids_undefined_scores_and_duplicates(tmp_path: Path
     ]
 
 
-def test_agreement_statistics_match_the_benchmark_implementation() -> None:
+def test_agreement_statistics_match_their_definitions() -> None:
+    """The rank-based AUROC and the vectorised rates against the pairwise / counting definitions."""
     rng = random.Random(3)
     labels = [rng.random() < 0.6 for _ in range(120)]
     scores = [round(min(1.0, max(0.0, 0.3 * y + rng.gauss(0.4, 0.2))), 2) for y in labels]
-    expected = judge_agreement.auroc([int(y) for y in labels], scores)
-    assert auroc([float(y) for y in labels], scores) == pytest.approx(expected)
+    good = [s for s, y in zip(scores, labels, strict=True) if y]
+    bad = [s for s, y in zip(scores, labels, strict=True) if not y]
+    pairwise = sum((g > b) + 0.5 * (g == b) for g in good for b in bad) / (len(good) * len(bad))
+    assert auroc([float(y) for y in labels], scores) == pytest.approx(pairwise)
     predicted = [int(s >= 0.5) for s in scores]
+    hits = [p for p, y in zip(predicted, labels, strict=True) if y]
+    rejections = [1 - p for p, y in zip(predicted, labels, strict=True) if not y]
     assert balanced_accuracy([float(y) for y in labels], predicted) == pytest.approx(
-        judge_agreement.balanced_accuracy([int(y) for y in labels], predicted)
+        (sum(hits) / len(hits) + sum(rejections) / len(rejections)) / 2
     )
-    assert problem_f1([float(y) for y in labels], predicted) == pytest.approx(
-        judge_agreement.f1_of_negatives([int(y) for y in labels], predicted)
-    )
+    tp = sum(1 for y, p in zip(labels, predicted, strict=True) if not y and not p)
+    fp = sum(1 for y, p in zip(labels, predicted, strict=True) if y and not p)
+    fn = sum(1 for y, p in zip(labels, predicted, strict=True) if not y and p)
+    assert problem_f1([float(y) for y in labels], predicted) == pytest.approx(2 * tp / (2 * tp + fp + fn))
     assert auroc([1.0, 1.0], [0.2, 0.3]) is None
 
 
@@ -207,3 +220,18 @@ def test_ppi_summary_for_eval() -> None:
     assert row["judge_mean"]["low"] > 5 / 7  # the judge overstates by ~0.1
     assert row["ppi"]["width"] < row["labels_only"]["width"]
     assert summary["problems"] == []
+
+
+def test_grouped_bootstrap_resamples_whole_groups() -> None:
+    def f1(pairs: list[tuple[int, int]]) -> float | None:
+        return problem_f1([y for y, _ in pairs], [p for _, p in pairs])
+
+    # Question a: both hallucinated responses caught; question b: both missed. F1 over both is
+    # 2/3, and resampling questions (aa, ab, bb) spans 0 to 1: responses of one question move together.
+    interval = grouped_bootstrap(f1, [[(0, 0), (0, 0)], [(0, 1), (0, 1)]])
+    assert interval.value == pytest.approx(2 / 3)
+    assert (interval.low, interval.high) == (0.0, 1.0)
+    assert grouped_bootstrap(f1, [[(0, 0)], [(1, 1)]]) == Interval(1.0, 1.0, 1.0)
+    # Empty or undefined: None, never 0.
+    assert grouped_bootstrap(f1, []) == Interval(None, None, None)
+    assert grouped_bootstrap(f1, [[(1, 1)], [(1, 1)]]) == Interval(None, None, None)

@@ -10,9 +10,10 @@ import pytest
 
 from agent.cli import main
 from agent.judges.local import LexicalJudge
+from agent.trust.agreement import auroc
 from agent.trust.calibration import load_calibrations
-from benchmarks.judge_agreement import auroc, load_cases, score
-from tests.support import SHARED_DATA
+from tests.support.labelled import load_cases, score
+from tests.support.repo import SHARED_DATA
 
 pytestmark = pytest.mark.skipif(not SHARED_DATA.exists(), reason="shared evaluation data not present")
 

@@ -16,8 +16,9 @@ from agent.pipeline import Pipeline, PipelineConfig
 from agent.sampling import KeepRule, RateTable, RuleSampler
 from agent.sources.offsets import OffsetTracker
 from agent.telemetry import Telemetry
-from tests.otlp_support import Recorder, assembler, decoded
-from tests.unit.test_assemble import rag_trace
+from tests.support.otlp import Recorder, assembler, decoded
+from tests.support.pipeline import ListExporter
+from tests.support.spans import rag_trace
 
 
 class GatedMetric:
@@ -34,18 +35,6 @@ class GatedMetric:
         self.seen.append(interaction)
         await self.gate.wait()
         return MetricResult.ok(self.name, 1.0, judge="test")
-
-
-class ListExporter:
-    def __init__(self) -> None:
-        self.exported: list[str] = []
-
-    async def start(self) -> None: ...
-
-    async def export(self, interaction: RagInteraction, results: Sequence[MetricResult]) -> None:
-        self.exported.append(interaction.interaction_id)
-
-    async def shutdown(self, timeout: float) -> None: ...
 
 
 def _pipeline(

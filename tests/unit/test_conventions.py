@@ -10,8 +10,8 @@ from ragpulse_instrument import record_interaction
 
 from agent.model import Chunk
 from agent.otlp.assemble import INCOMPLETE, NOT_RAG
-from tests.otlp_support import Recorder, assembler, decoded, set_all
-from tests.support import openinference_single_span
+from tests.support.otlp import Recorder, assembler, decoded, set_all
+from tests.support.spans import openinference_single_span
 
 QUERY = "When was the Eiffel Tower finished?"
 DOCS = [

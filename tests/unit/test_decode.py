@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from agent.otlp.decode import UndecodableError, decode_request
-from tests.otlp_support import otlp_json, protobuf
+from tests.support.otlp import otlp_json, protobuf
 
 
 def _sdk_spans():  # type: ignore[no-untyped-def]

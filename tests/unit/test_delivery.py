@@ -20,8 +20,8 @@ from agent.pipeline import Pipeline, PipelineConfig
 from agent.sampling import KeepRule, RateTable, RuleSampler
 from agent.sources.offsets import OffsetTracker
 from agent.telemetry import Telemetry
-from tests.otlp_support import Recorder, assembler, decoded
-from tests.unit.test_commit_watermark import ListExporter
+from tests.support.otlp import Recorder, assembler, decoded
+from tests.support.pipeline import ListExporter
 
 
 def run(coro):  # type: ignore[no-untyped-def]

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from agent.config import DEFAULT_ALERT_THRESHOLDS, load_settings
-from tests.integration.alerting_stack import load_module
+from tests.support.repo import load_module
 
 ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "deploy/k8s"

@@ -18,7 +18,7 @@ from agent.infra.endpoint_security import (
     otlp_security,
     parse_basic_auth,
 )
-from tests.tls_support import make_pki
+from tests.support.tls import make_pki
 
 
 def test_bearer_tokens_match_exactly_with_any_case_of_the_scheme() -> None:

@@ -1,4 +1,4 @@
-"""Fuzzing the decoders with hostile bodies (tests/hostile_bodies.py): whatever arrives, decoding
+"""Fuzzing the decoders with hostile bodies (tests/support/hostile.py): whatever arrives, decoding
 either returns spans or raises UndecodableError (a 400 and a dead letter upstream) — never a
 RecursionError, a UnicodeDecodeError or any other exception that would become a 500 or kill a
 Kafka consumer."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 
 from agent.otlp.decode import DecodedRequest, UndecodableError, decode_kafka_value, decode_request
-from tests.hostile_bodies import Hostile, decodable
+from tests.support.hostile import Hostile, decodable
 
 ENCODING = {"application/x-protobuf": "protobuf", "application/json": "json"}
 KAFKA = {"protobuf": "otlp_proto", "json": "otlp_json"}

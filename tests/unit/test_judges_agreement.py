@@ -3,19 +3,59 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
+from agent.judges.base import Judge
 from agent.judges.local import LexicalJudge
-from benchmarks.judge_agreement import agreement, auroc, balanced_accuracy, f1_of_negatives
-from tests.support import SHARED_DATA
+from agent.trust.agreement import DEFAULT_THRESHOLDS, auroc, balanced_accuracy, problem_f1
+from tests.support.labelled import load_cases, score
+from tests.support.repo import SHARED_DATA
 
 
 def test_agreement_statistics() -> None:
     assert auroc([1, 1, 0, 0], [0.9, 0.5, 0.5, 0.1]) == pytest.approx(0.875)
     assert auroc([1, 1], [0.1, 0.2]) is None
+    assert auroc([], []) is None
     assert balanced_accuracy([1, 1, 0, 0], [1, 0, 0, 0]) == pytest.approx(0.75)
-    assert f1_of_negatives([0, 0, 1, 1], [0, 1, 0, 1]) == pytest.approx(0.5)
+    assert balanced_accuracy([], []) is None
+    assert problem_f1([0, 0, 1, 1], [0, 1, 0, 1]) == pytest.approx(0.5)
+    assert problem_f1([], []) is None
+
+
+@dataclass(frozen=True)
+class Row:
+    data: str
+    metric: str
+    items: int
+    positives: int
+    auroc: float | None
+    graded_auroc: float | None
+    hallucination_f1: float | None
+
+
+async def agreement(judge: Judge, path: Path) -> list[Row]:
+    """What benchmarks/judge_agreement.py prints per metric: the same cases, scores and statistics."""
+    name, cases = load_cases(path)
+    scored = await asyncio.gather(*(score(judge, c) for c in cases))
+    rows = []
+    for metric, threshold in DEFAULT_THRESHOLDS.items():
+        pairs = [(c.label, s) for c, s in zip(cases, scored, strict=True) if c.metric == metric]
+        if not pairs:
+            continue
+        labels = [label for label, _ in pairs]
+        values = [1.0 if v is None else v for _, (v, _) in pairs]
+        graded = [g for _, (_, g) in pairs]
+        predicted = [int(v >= threshold) for v in values]
+        defined = all(g is not None for g in graded)
+        rows.append(
+            Row(name, metric, len(pairs), sum(labels), auroc(labels, values),
+                auroc(labels, graded) if defined else None,  # type: ignore[arg-type]
+                problem_f1(labels, predicted) if metric == "faithfulness" else None)
+        )  # fmt: skip
+    return rows
 
 
 @pytest.mark.skipif(not SHARED_DATA.exists(), reason="shared evaluation data not present")

@@ -13,7 +13,7 @@ from collections import defaultdict
 import pytest
 
 from agent.otlp.decode import UndecodableError, decode_kafka_value
-from tests.otlp_support import Recorder, assembler, otlp_json, protobuf, set_all, total
+from tests.support.otlp import Recorder, assembler, otlp_json, protobuf, set_all, total
 
 VALUE_ENCODERS = {"otlp_proto": protobuf, "otlp_json": otlp_json}
 

@@ -17,7 +17,7 @@ from agent.build import build_agent
 from agent.config import load_settings
 from agent.otlp import SELF_RESOURCE_ATTRIBUTE
 from agent.otlp.decode import DecodedRequest, UndecodableError, decode_request
-from tests.otlp_support import Clock, assembler, otlp_json_request
+from tests.support.otlp import Clock, assembler, otlp_json_request
 
 KEYS = [
     "openinference.span.kind", "input.value", "output.value", "input.mime_type", "output.mime_type",

@@ -16,7 +16,7 @@ from agent.trust.calibration import CalibrationSet, fit
 from agent.trust.label_sampling import LabelSampler, label_fraction
 from agent.trust.labels import Label, labels_from_span
 from agent.trust.ppi import ppi_mean_ci
-from tests.otlp_support import Recorder, decoded
+from tests.support.otlp import Recorder, decoded
 
 
 def interaction(i: int, service: str = "shop", route: str = "/ask") -> RagInteraction:

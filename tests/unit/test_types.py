@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from tests.support import ROOT
+from tests.support.repo import ROOT
 
 
 def test_agent_type_checks() -> None:

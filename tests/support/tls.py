@@ -8,6 +8,7 @@ import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -110,3 +111,9 @@ def make_pki(directory: Path) -> Pki:
         client_key=_write_key(client_key, directory / "client-key.pem"),
         other_ca=_write_cert(other_cert, directory / "other-ca.pem"),
     )
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    """A fresh PKI per test module."""
+    return make_pki(tmp_path_factory.mktemp("pki"))

@@ -9,11 +9,9 @@ benchmarks/alert_latency.py.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import subprocess
-import sys
 import threading
 import time
 import urllib.parse
@@ -21,7 +19,6 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import yaml
@@ -31,7 +28,10 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from tests.support import ROOT, AgentProcess, free_port, http_get, openinference_single_span
+from tests.support.agent_process import AgentProcess
+from tests.support.net import free_port, http_get
+from tests.support.repo import ROOT, load_module
+from tests.support.spans import openinference_single_span
 
 PROMETHEUS = "prometheus"
 ALERTMANAGER = "prometheus-alertmanager"
@@ -46,20 +46,6 @@ def missing_binaries(*names: str) -> str | None:
         return None
     packages = sorted({PACKAGES[name] for name in missing})
     return f"{', '.join(missing)} not found: apt-get install {' '.join(packages)} (CI's .ci/run does)"
-
-
-def load_module(relative: str) -> ModuleType:
-    """Import a generator script of the repository (deploy/, dashboards/) by path."""
-    path = ROOT / relative
-    name = f"ragpulse_{path.parent.name}_{path.stem}"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
 
 
 CITIES = [

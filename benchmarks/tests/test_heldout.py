@@ -1,4 +1,4 @@
-"""benchmarks/heldout.py reads the public held-out files as they are published."""
+"""benchmarks/heldout.py and lexical_ceiling.py read the public held-out files as they are published."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import json
 from pathlib import Path
 
 from agent.judges.local import LexicalJudge
-from benchmarks.heldout import SHARED_SAMPLE_SOURCES, load_ares, load_ragtruth, ragtruth_row
+from benchmarks.common.heldout import SHARED_SAMPLE_SOURCES, load_ares, load_ragtruth
+from benchmarks.heldout import ragtruth_row
 
 
 def _question(source_id: int, *labelled: bool) -> dict[str, object]:
@@ -102,13 +103,3 @@ def test_the_ceiling_labels_claims_by_span_and_its_fit_learns_the_sign(tmp_path:
     hallucinated = [p for p, label in zip(probability, many.labels, strict=True) if label]
     right = [p for p, label in zip(probability, many.labels, strict=True) if not label]
     assert min(hallucinated) > max(right)
-
-
-def test_the_f1_interval_resamples_whole_questions() -> None:
-    from benchmarks.heldout import f1_interval
-
-    # Question a: both hallucinated responses caught; question b: both missed. F1 over both is
-    # 2/3, and resampling questions (aa, ab, bb) spans 0 to 1: responses of one question move together.
-    low, high = f1_interval(["a", "a", "b", "b"], [0, 0, 0, 0], [0, 0, 1, 1])
-    assert (low, high) == (0.0, 1.0)
-    assert f1_interval(["a", "b"], [0, 1], [0, 1]) == (1.0, 1.0)

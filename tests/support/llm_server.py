@@ -10,7 +10,7 @@ tokenizer when available, else ~4 characters per token) and records every reques
 
     server = FakeLLMServer(latency=0.3).start()   # server.api_base -> http://127.0.0.1:PORT/v1
     server.script("429", "malformed")             # the next two requests fail that way
-    python -m tests.fakes.llm_server --port 8001 --latency 0.3 [--fault 500] [--miscount 0.3]
+    python -m tests.support.llm_server --port 8001 --latency 0.3 [--fault 500] [--miscount 0.3]
 """
 
 from __future__ import annotations

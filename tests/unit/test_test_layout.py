@@ -1,0 +1,73 @@
+"""Test support has an architecture too (STYLE.md rule 16), checked on every import.
+
+No test imports another test module (shared helpers live in tests/support), tests never import
+benchmarks (a statistic a test checks lives in agent/), and benchmarks import nothing of tests but
+tests/support (the real components they run).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+from tests.support.repo import ROOT
+
+TEST_MODULES = ("tests.unit", "tests.integration")
+
+
+def imported_modules(root: Path, path: Path) -> Iterator[tuple[int, str]]:
+    """(line, module) of every import in a file, relative imports resolved against its package."""
+    package = path.relative_to(root).with_suffix("").parts[:-1]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            base = ".".join(package[: len(package) - node.level + 1]) if node.level else ""
+            module = ".".join(part for part in (base, node.module or "") if part)
+            for alias in node.names:
+                # `from tests import unit` imports the module tests.unit
+                yield node.lineno, f"{module}.{alias.name}" if module in ("", "tests") else module
+
+
+def within(module: str, *packages: str) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in packages)
+
+
+def violations(root: Path) -> list[str]:
+    found = []
+    for path in sorted((root / "tests").rglob("*.py")):
+        for line, module in imported_modules(root, path):
+            if within(module, *TEST_MODULES) or within(module, "benchmarks"):
+                found.append(f"{path.relative_to(root)}:{line}: imports {module}")
+    for path in sorted((root / "benchmarks").rglob("*.py")):
+        for line, module in imported_modules(root, path):
+            if within(module, "tests") and not within(module, "tests.support"):
+                found.append(f"{path.relative_to(root)}:{line}: imports {module}")
+    return found
+
+
+def test_tests_and_benchmarks_import_only_what_the_layout_allows() -> None:
+    assert violations(ROOT) == []
+
+
+def test_the_check_names_file_and_line(tmp_path: Path) -> None:
+    (tmp_path / "tests" / "unit").mkdir(parents=True)
+    (tmp_path / "benchmarks").mkdir()
+    test_a = [
+        "from tests.integration.test_b import helper",
+        "import benchmarks.drift",
+        "from tests.support import net",
+    ]
+    (tmp_path / "tests" / "unit" / "test_a.py").write_text("\n".join(test_a))
+    (tmp_path / "benchmarks" / "x.py").write_text(
+        "from tests.unit.test_a import y\nfrom tests.support import spans\n"
+    )
+    (tmp_path / "tests" / "unit" / "test_c.py").write_text("from tests import integration\n")
+    assert violations(tmp_path) == [
+        "tests/unit/test_a.py:1: imports tests.integration.test_b",
+        "tests/unit/test_a.py:2: imports benchmarks.drift",
+        "tests/unit/test_c.py:1: imports tests.integration",
+        "benchmarks/x.py:1: imports tests.unit.test_a",
+    ]
