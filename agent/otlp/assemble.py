@@ -396,7 +396,11 @@ def _settled(trace: _Trace) -> bool:
     """Chain traces are assembled as soon as their root is in; agent traces also wait for the
     spans their answers need (agents.settled)."""
     useful = [p for p in trace.pieces.values() if p.parts is not None]
-    return not is_agent_trace(useful) or settled(trace.pieces, useful)  # type: ignore[arg-type]
+    if is_agent_trace(useful):
+        return settled(trace.pieces, useful)  # type: ignore[arg-type]
+    # A span missing between a piece and the root may be a tool still on its way (an agent
+    # whose steps so far look like a chain, e.g. ReAct text steps): wait for it.
+    return all(p.parent_id is None or p.parent_id in trace.pieces for p in trace.pieces.values())
 
 
 def agent_interactions(
