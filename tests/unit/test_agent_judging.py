@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 from agent.judges.local import LexicalJudge
 from agent.judges.questions import (
@@ -63,3 +64,27 @@ def test_the_local_judge_reads_a_follow_up_with_its_earlier_user_turns() -> None
     ca = asyncio.run(judge.check_response(alone.judged_query, alone.response, CHUNKS))
     cb = asyncio.run(judge.check_response(with_turns.judged_query, with_turns.response, CHUNKS))
     assert [c.supported.value for c in ca] == [c.supported.value for c in cb]
+
+
+def test_results_carry_the_agent_counts_and_with_text_the_sub_queries() -> None:
+    from agent.exporters.result_spans import evaluation_request
+
+    interaction = dataclasses.replace(
+        follow_up(), sub_queries=("pont neuf tour",), searches=2, empty_searches=1, session_id="conv-1"
+    )
+    (span,) = evaluation_request(interaction, [], now_ns=1).resource_spans[0].scope_spans[0].spans
+    keys = {kv.key: kv.value for kv in span.attributes}
+    assert (
+        keys["ragpulse.agent.searches"].double_value == 2
+        and keys["ragpulse.agent.empty_searches"].double_value == 1
+    )
+    assert "ragpulse.agent.sub_queries.0" not in keys and "session.id" not in keys
+    (span,) = (
+        evaluation_request(interaction, [], include_text=True, now_ns=1)
+        .resource_spans[0]
+        .scope_spans[0]
+        .spans
+    )
+    keys = {kv.key: kv.value for kv in span.attributes}
+    assert keys["ragpulse.agent.sub_queries.0"].string_value == "pont neuf tour"
+    assert keys["session.id"].string_value == "conv-1"
