@@ -115,7 +115,7 @@ class Evaluator:
         if self._prefetch is not None and interaction.chunks and interaction.response:
             chunks = [c.content for c in interaction.chunks]
             try:
-                answer = await self._prefetch(interaction.query, interaction.response, chunks)
+                answer = await self._prefetch(interaction.judged_query, interaction.response, chunks)
             except JudgeError as exc:
                 if exc.retryable:
                     # The judge is away: asking again per metric would only triple the failures.
@@ -131,7 +131,7 @@ class Evaluator:
                 log.exception("combined judge call failed on interaction %s", interaction.interaction_id)
                 answer = None
             if answer is not None:
-                judge.prefill(interaction.query, interaction.response, chunks, answer)
+                judge.prefill(interaction.judged_query, interaction.response, chunks, answer)
         results = list(await asyncio.gather(*(self._one(m, interaction, judge) for m in self._metrics)))
         return Evaluation(results, judge.retryable)
 

@@ -6,7 +6,7 @@ never mutate them, so one object can be shared by concurrent tasks without locks
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -69,6 +69,68 @@ class Chunk:
 
 
 @dataclass(frozen=True, slots=True)
+class Turn:
+    """One earlier message of the conversation an answer belongs to, as the answering model saw it.
+
+    `role` is "user" or "assistant"; `content` is cut to a bounded size by the assembler.
+    """
+
+    role: str
+    content: str
+
+
+# How a follow-up's earlier turns travel with its question to a judge: the judge's questions take
+# one query string, and everything that changes a verdict must be in that string (the verdict
+# cache keys on it, the redacting judge redacts it). Record and unit separators cannot occur in
+# span text the assembler hands over (it replaces them), so the encoding cannot be forged.
+_RECORD = "\x1e"
+_UNIT = "\x1f"
+_QUESTION = "question"
+
+
+def conversation_query(query: str, earlier_turns: Sequence[Turn]) -> str:
+    """The text a judge is asked about: the query alone, or the earlier turns and the query."""
+    if not earlier_turns:
+        return query
+    records = [
+        f"{_RECORD}{without_separators(turn.role)}{_UNIT}{without_separators(turn.content)}"
+        for turn in earlier_turns
+    ]
+    return "".join(records) + f"{_RECORD}{_QUESTION}{_UNIT}{without_separators(query)}"
+
+
+def split_conversation(text: str) -> tuple[str, tuple[Turn, ...]]:
+    """The inverse of `conversation_query`: (the question, the earlier turns)."""
+    if not text.startswith(_RECORD):
+        return text, ()
+    turns: list[Turn] = []
+    question = ""
+    for record in text[1:].split(_RECORD):
+        role, _, content = record.partition(_UNIT)
+        if role == _QUESTION:
+            question = content
+        else:
+            turns.append(Turn(role, content))
+    return question, tuple(turns)
+
+
+def without_separators(text: str) -> str:
+    """Span text made safe for `conversation_query`."""
+    if _RECORD in text or _UNIT in text:
+        return text.replace(_RECORD, " ").replace(_UNIT, " ")
+    return text
+
+
+def relevance_query(text: str) -> str:
+    """What a local judge matches relevance against: the earlier user turns, then the question
+    (a follow-up such as "and how much does it cost?" names its subject in an earlier turn)."""
+    question, turns = split_conversation(text)
+    if not turns:
+        return question
+    return "\n".join([*(t.content for t in turns if t.role == "user"), question])
+
+
+@dataclass(frozen=True, slots=True)
 class RagInteraction:
     """One question answered with retrieved context: the unit that ragpulse scores.
 
@@ -86,13 +148,32 @@ class RagInteraction:
     reference: str | None = None
     end_time_unix_nano: int = 0
     attributes: Mapping[str, AttributeValue] = field(default_factory=dict)
-    # The conversation and the end user, when the app's instrumentation names them.
+    # The conversation (`session.id`, `gen_ai.conversation.id`) and the end user, when the app's
+    # instrumentation names them.
     session_id: str | None = None
     user_id: str | None = None
+    # Agents (docs/intake.md, "Agents"): the searches the agent ran for this answer, by their own
+    # queries, in order; the earlier turns of the conversation the answering call saw (bounded);
+    # and counts for per-answer signals: searches run (retrievals and tool calls that fed the
+    # answer), those that returned nothing, tool calls that failed. A chain has one search.
+    sub_queries: tuple[str, ...] = ()
+    earlier_turns: tuple[Turn, ...] = ()
+    searches: int = 0
+    empty_searches: int = 0
+    tool_errors: int = 0
 
     @property
     def interaction_id(self) -> str:
         return f"{self.trace_id}:{self.span_id}"
+
+    @property
+    def conversation_id(self) -> str | None:
+        return self.session_id
+
+    @property
+    def judged_query(self) -> str:
+        """The query as judges of relevance see it: with the earlier turns of a follow-up."""
+        return conversation_query(self.query, self.earlier_turns)
 
 
 @dataclass(frozen=True, slots=True)

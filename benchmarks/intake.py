@@ -5,7 +5,10 @@ the real OpenTelemetry SDK and encoded with the real OTLP encoder, as one Export
 per batch (what one OTLP/HTTP request or one Kafka message holds). Compared with the bare protobuf
 parse of the same bytes, the floor any Python intake sits on.
 
-    python benchmarks/intake.py [--seconds 3]
+    python benchmarks/intake.py [--seconds 3] [--agents]
+
+--agents adds agent traces (LangGraph-style, one answer given every search) of 18, 78 and 318
+spans: spans/s, and the assembly cost per span, which stays flat as traces grow (linear).
 
 With --receivers it measures the receivers over the wire instead: the OTLP/HTTP and OTLP/gRPC
 receivers (the agent's own classes) in this process, fed the multi-span batch by a client in
@@ -17,6 +20,7 @@ second accepted (decoded and handed to the intake; no assembly).
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import sys
@@ -121,6 +125,100 @@ def multi_span_batch() -> bytes:
                 parser.set_attribute("openinference.span.kind", "CHAIN")
                 parser.set_attribute("output.value", answer)
     return encode_spans(memory.get_finished_spans()).SerializeToString()
+
+
+def agent_batch(searches: int, traces: int) -> bytes:
+    """`traces` agent traces of 3 + 5 x `searches` spans, as OpenInference's LangChain
+    instrumentor records `create_agent`: a LangGraph root; per search a model node with an LLM
+    call that calls the tool, a tools node with a TOOL span (its output the joined documents) and
+    the RETRIEVER inside (5 chunks); then the answering call, given every tool result. (The calls
+    that only call tools carry the question alone, so a trace's bytes grow linearly.)"""
+    memory, t = tracer()
+    for _ in range(traces):
+        query, answer = prose(80), prose(400)
+        messages: list[tuple[str, str, str | None]] = [("user", query, None)]
+        with t.start_as_current_span("LangGraph") as root:  # type: ignore[attr-defined]
+            root.set_attribute("openinference.span.kind", "CHAIN")
+            root.set_attribute("input.mime_type", "application/json")
+            root.set_attribute("input.value", json.dumps({"messages": [{"role": "user", "content": query}]}))
+            for n in range(searches):
+                chunks = [prose(800) for _ in range(CHUNKS)]
+                call_id = f"call_{n}"
+                with t.start_as_current_span("model"), t.start_as_current_span("ChatOpenAI") as llm:  # type: ignore[attr-defined]
+                    llm.set_attribute("openinference.span.kind", "LLM")
+                    llm.set_attribute("llm.input_messages.0.message.role", "user")
+                    llm.set_attribute("llm.input_messages.0.message.content", query)
+                    base = "llm.output_messages.0.message.tool_calls.0.tool_call."
+                    llm.set_attribute(base + "id", call_id)
+                    llm.set_attribute(base + "function.name", "search")
+                    llm.set_attribute(base + "function.arguments", json.dumps({"query": prose(30)}))
+                joined = "\n\n".join(chunks)
+                with t.start_as_current_span("tools"), t.start_as_current_span("search") as tool:  # type: ignore[attr-defined]
+                    tool.set_attribute("openinference.span.kind", "TOOL")
+                    tool.set_attribute("input.value", prose(30))
+                    tool.set_attribute("output.value", joined)
+                    with t.start_as_current_span("VectorStoreRetriever") as retriever:  # type: ignore[attr-defined]
+                        retriever.set_attribute("openinference.span.kind", "RETRIEVER")
+                        for i, text in enumerate(chunks):
+                            retriever.set_attribute(f"retrieval.documents.{i}.document.content", text)
+                messages.append(("tool", joined, call_id))
+            with t.start_as_current_span("model"), t.start_as_current_span("ChatOpenAI") as llm:  # type: ignore[attr-defined]
+                llm.set_attribute("openinference.span.kind", "LLM")
+                for i, (role, content, call) in enumerate(messages):
+                    llm.set_attribute(f"llm.input_messages.{i}.message.role", role)
+                    llm.set_attribute(f"llm.input_messages.{i}.message.content", content)
+                    if call:
+                        llm.set_attribute(f"llm.input_messages.{i}.message.tool_call_id", call)
+                llm.set_attribute("llm.output_messages.0.message.role", "assistant")
+                llm.set_attribute("llm.output_messages.0.message.content", answer)
+    return encode_spans(memory.get_finished_spans()).SerializeToString()
+
+
+def agents(seconds: float) -> None:
+    """Agent traces beside the chain batch: spans/s, and assembly time per span as traces grow."""
+    # The SDK keeps 128 attributes per span by default: an answering call given 63 tool results
+    # records ~190 (apps with such agents raise the limit the same way).
+    os.environ["OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT"] = "4096"
+    for searches in (3, 15, 63):
+        spans_per_trace = 3 + 5 * searches
+        traces = max(1, 320 // spans_per_trace)
+        body = agent_batch(searches, traces)
+        spans = decode_request(body, "protobuf").spans
+
+        def intake(body: bytes = body) -> object:
+            return new_assembler().add(decode_request(body, "protobuf").spans)
+
+        first = intake()
+        assert len(first.interactions) == traces and not first.buffered_spans, first  # type: ignore[attr-defined]
+
+        def assemble_only(spans: list = spans) -> object:
+            return new_assembler().add(spans)
+
+        runs, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            intake()
+            runs += 1
+        rate_ = runs * len(spans) / (time.perf_counter() - start)
+        runs, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds / 2:
+            assemble_only()
+            runs += 1
+        per_span = (time.perf_counter() - start) / (runs * len(spans)) * 1e6
+        line(
+            f"agent traces of {spans_per_trace:3d} spans ({traces} per batch, {len(body) / 1024:5.0f} KiB): "
+            f"decode+extract+assemble {rate_:8,.0f} spans/s  |  extract+assemble {per_span:5.1f} µs/span"
+        )
+
+
+def new_assembler() -> TraceAssembler:
+    return TraceAssembler(
+        [OpenInference(), OpenLLMetry(), GenAI(), Manual()],
+        Labeller(("http.route",), SeriesBudget(10_000, 100)),
+        wait_seconds=30.0,
+        max_traces=10_000,
+        max_spans_per_trace=1_000,
+        max_chunk_bytes=256 << 20,
+    )
 
 
 def rate(work: Callable[[], object], seconds: float) -> float:
@@ -234,6 +332,9 @@ def main() -> None:
     parser = bench.parser
     parser.add_argument("--seconds", type=float, default=3.0, help="time per measurement")
     parser.add_argument("--receivers", action="store_true", help="measure the HTTP and gRPC receivers")
+    parser.add_argument(
+        "--agents", action="store_true", help="also measure agent traces of 18, 78, 318 spans"
+    )
     args = bench.parse()
     rng.seed(args.seed)  # the module-level stream of the span makers
     if args.receivers:
@@ -277,6 +378,8 @@ def main() -> None:
             f"bare parse {bare:9,.0f} spans/s  |  decode+extract+assemble {whole:8,.0f} spans/s  "
             f"|  parse + every attribute as a dict {dicts:8,.0f} spans/s"
         )
+    if args.agents:
+        agents(args.seconds)
 
 
 if __name__ == "__main__":

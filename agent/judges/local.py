@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agent.judges.base import AnswerComparison, ChunkAssessment, ClaimVerdict
-from agent.model import Verdict
+from agent.model import Verdict, relevance_query
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 # A sentence ends at . ! ? followed by space (not inside "3.5" or "e.g."-like tokens), or a newline.
@@ -177,7 +177,7 @@ def assess_chunks(
     # Only what the answer asserts can make a chunk useful; an answer asserting nothing checkable
     # ("Yes.") leaves usefulness undefined (None), not 0.
     answer_sentences = [words for s in sentences(answer or "") if (words := content_words(s) - META_WORDS)]
-    query_words = content_words(query)
+    query_words = content_words(relevance_query(query))
     assessed = []
     for chunk in chunks:
         chunk_words = content_words(chunk)
@@ -209,7 +209,7 @@ def check_response(
     relevance_threshold: float = 0.2,
 ) -> list[ClaimVerdict]:
     evidence = Evidence.of("\n".join(chunks))
-    query_words = content_words(query)
+    query_words = content_words(relevance_query(query))
     checked = []
     for claim in claims(response):
         claim_words = content_words(claim)

@@ -36,7 +36,7 @@ from agent.judges.base import (
     PartialAnswer,
 )
 from agent.judges.local import sentences
-from agent.model import Verdict
+from agent.model import Verdict, split_conversation
 
 PROMPT_VERSION = "v1"
 # Asked only in repairs: verdicts for claims the model already stated.
@@ -59,15 +59,37 @@ class Prompt:
     kind: str
     text: str
 
+    file_version: str = PROMPT_VERSION
+
     @property
     def version(self) -> str:
         # The file's hash is in the version, so editing a prompt invalidates its cached verdicts.
-        return f"{PROMPT_VERSION}-{hashlib.sha256(self.text.encode()).hexdigest()[:12]}"
+        return f"{self.file_version}-{hashlib.sha256(self.text.encode()).hexdigest()[:12]}"
+
+
+# Prompts that judge relevance to the query show a follow-up's earlier turns (v2).
+PROMPT_VERSIONS = {
+    ASSESS_CHUNKS: "v2",
+    CHECK_RESPONSE: "v2",
+    ASSESS_INTERACTION: "v2",
+    CHECK_CLAIMS: "v2",
+}
 
 
 def load_prompt(kind: str) -> Prompt:
-    text = resources.files("agent.judges").joinpath(f"prompts/{kind}.{PROMPT_VERSION}.txt").read_text()
-    return Prompt(kind, text)
+    version = PROMPT_VERSIONS.get(kind, PROMPT_VERSION)
+    text = resources.files("agent.judges").joinpath(f"prompts/{kind}.{version}.txt").read_text()
+    return Prompt(kind, text, version)
+
+
+def query_blocks(query: str) -> list[tuple[str, str]]:
+    """The QUERY block, preceded by an EARLIER TURNS block when the query is a follow-up in a
+    conversation (`agent.model.conversation_query`); fenced like every other text."""
+    question, turns = split_conversation(query)
+    if not turns:
+        return [("QUERY", query)]
+    earlier = "\n".join(f"{turn.role}: {turn.content}" for turn in turns)
+    return [("EARLIER TURNS", earlier), ("QUERY", question)]
 
 
 class Fence:
@@ -347,7 +369,7 @@ def assess_chunks_request(query: str, answer: str | None, chunks: Mapping[int, s
     """
     statements = {n: len(numbered_statements(c)) for n, c in chunks.items()}
     with_useful = answer is not None
-    blocks = [("QUERY", query), *([("ANSWER", answer)] if answer is not None else [])]
+    blocks = [*query_blocks(query), *([("ANSWER", answer)] if answer is not None else [])]
     blocks += [(f"CHUNK {n}", statements_body(c)) for n, c in chunks.items()]
     keys = ", ".join(f'"{n}"' for n in chunks)
     instruction = f'Reply with {{"chunks": {{...}}}} holding exactly the keys {keys}, one per chunk.'
@@ -374,7 +396,7 @@ def assess_chunks_request(query: str, answer: str | None, chunks: Mapping[int, s
 def check_claims_request(query: str, chunks: Sequence[str], claims: Mapping[int, str]) -> Request:
     """Support and relevance of claims the model already stated (a repair: their text is known,
     so exactly one verdict per claim is pinned)."""
-    blocks = [("QUERY", query)]
+    blocks = query_blocks(query)
     blocks += [(f"CHUNK {n}", c) for n, c in enumerate(chunks, 1)]
     blocks += [(f"CLAIM {n}", text) for n, text in claims.items()]
     keys = ", ".join(f'"{n}"' for n in claims)
@@ -417,7 +439,7 @@ def _claims_or_repair(
 
 
 def check_response_request(query: str, response: str, chunks: Sequence[str]) -> Request:
-    blocks = [("QUERY", query), ("RESPONSE", response)]
+    blocks = [*query_blocks(query), ("RESPONSE", response)]
     blocks += [(f"CHUNK {n}", c) for n, c in enumerate(chunks, 1)]
     instruction = 'Reply with {"claims": [...]}.'
 
@@ -438,7 +460,7 @@ def assess_interaction_request(query: str, response: str, chunks: Sequence[str])
     """Both questions at once; parses to (assessments in chunk order, claims)."""
     numbered = dict(enumerate(chunks, 1))
     statements = {n: len(numbered_statements(c)) for n, c in numbered.items()}
-    blocks = [("QUERY", query), ("RESPONSE", response)]
+    blocks = [*query_blocks(query), ("RESPONSE", response)]
     blocks += [(f"CHUNK {n}", statements_body(c)) for n, c in numbered.items()]
     keys = ", ".join(f'"{n}"' for n in numbered)
     instruction = (

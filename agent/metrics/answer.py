@@ -54,7 +54,7 @@ class Faithfulness:
             return MetricResult.skipped(self.name, "no_response")
         try:
             claims = await judge.check_response(
-                interaction.query, interaction.response, [c.content for c in interaction.chunks]
+                interaction.judged_query, interaction.response, [c.content for c in interaction.chunks]
             )
         except JudgeError as exc:
             return MetricResult.error(self.name, str(exc), judge=judge.model)
@@ -81,7 +81,7 @@ class AnswerRelevancy:
         try:
             # Same arguments as Faithfulness, so a cached judge answers both in one call.
             claims = await judge.check_response(
-                interaction.query, interaction.response, [c.content for c in interaction.chunks]
+                interaction.judged_query, interaction.response, [c.content for c in interaction.chunks]
             )
         except JudgeError as exc:
             return MetricResult.error(self.name, str(exc), judge=judge.model)

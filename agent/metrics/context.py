@@ -59,7 +59,7 @@ class ContextPrecision:
             return MetricResult.skipped(self.name, "no_response")
         try:
             assessed = await judge.assess_chunks(
-                interaction.query, answer, [c.content for c in interaction.chunks]
+                interaction.judged_query, answer, [c.content for c in interaction.chunks]
             )
         except JudgeError as exc:
             return MetricResult.error(self.name, str(exc), judge=judge.model)
@@ -88,7 +88,7 @@ class ContextRelevancy:
         try:
             # Same arguments as ContextPrecision, so a cached judge answers both in one call.
             assessed = await judge.assess_chunks(
-                interaction.query, anchor(interaction) or None, [c.content for c in interaction.chunks]
+                interaction.judged_query, anchor(interaction) or None, [c.content for c in interaction.chunks]
             )
         except JudgeError as exc:
             return MetricResult.error(self.name, str(exc), judge=judge.model)

@@ -27,6 +27,7 @@ from typing import Protocol
 
 from agent.model import AttributeValue, Chunk, RagInteraction, Span
 from agent.otlp import SELF_RESOURCE_ATTRIBUTE
+from agent.otlp.agents import AgentContext, agent_answers, is_agent_trace, settled
 from agent.otlp.conventions import KNOWN_PREFIXES, Convention, Role, SpanParts
 
 # Reasons a span yields no interaction; they label ragpulse_spans_skipped_total.
@@ -121,6 +122,7 @@ class _Piece:
     route: str | None
     parts: SpanParts | None  # None: a span kept only to link its children to their ancestors
     captured: dict[str, AttributeValue] | None = None  # attributes sampling rules look at
+    session_id: str | None = None  # a link's conversation id (an agent root that says nothing else)
 
 
 @dataclass(slots=True)
@@ -148,7 +150,14 @@ def _parts_size(parts: SpanParts) -> int:
     size = _text_size(parts.query) + _text_size(parts.response)
     for chunk in parts.chunks or ():
         size += _text_size(chunk.content)
+    for message in parts.messages or ():
+        size += _text_size(message.content) + 64
     return size
+
+
+# Parts of a span kept only as a link that names the conversation (an agent root saying nothing
+# else): it opens no trace and is accounted not_rag, like any link.
+_LINK = Role.OTHER
 
 
 def _is_self(span: Span) -> bool:
@@ -200,7 +209,8 @@ class TraceAssembler:
                 continue
             parts = self._extract(span)
             if parts is not None and not parts.is_useful:
-                parts = None
+                # Only a link; an agent root may still name the conversation.
+                parts = SpanParts(_LINK, session_id=parts.session_id) if parts.session_id else None
             batch.setdefault(span.trace_id, []).append((span, parts))
         now = self._clock()
         touched = []
@@ -209,7 +219,7 @@ class TraceAssembler:
             if trace is None:
                 if len(members) == 1 and self._single(members[0], sequence, out):
                     continue
-                if all(parts is None for _, parts in members):
+                if all(parts is None or parts.role is _LINK for _, parts in members):
                     out.skipped[NOT_RAG] += len(members)
                     continue
                 trace = self._open(trace_id, now, sequence, out)
@@ -303,6 +313,9 @@ class TraceAssembler:
                 out.skipped[DUPLICATE] += 1
                 continue
             is_root = span.parent_span_id is None
+            session_id = None
+            if parts is not None and parts.role is _LINK:
+                session_id, parts = parts.session_id, None
             if parts is None:
                 out.skipped[NOT_RAG] += 1  # accounted now; kept (if room) only as a link
                 # Links have a quota of their own, so they never crowd out the spans that carry
@@ -329,6 +342,7 @@ class TraceAssembler:
                 route=self._labeller.route_hint(span),
                 parts=parts,
                 captured=self._captured(span),
+                session_id=session_id,
             )
             if piece.route:
                 size += _text_size(piece.route)
@@ -363,6 +377,8 @@ class TraceAssembler:
 
     def _finish(self, trace_id: str, trace: _Trace, out: Assembly, *, give_up: bool) -> None:
         """Emit the trace's interactions; keep waiting if it has none and time remains."""
+        if not give_up and not _settled(trace):
+            return  # an agent trace with spans still on their way: wait for them
         interactions, used = _assemble(trace_id, trace, self._labeller)
         if not interactions and not give_up:
             return
@@ -374,6 +390,48 @@ class TraceAssembler:
         unused = trace.useful - len(used)
         if unused:
             out.skipped[NOT_RAG if interactions else INCOMPLETE] += unused
+
+
+def _settled(trace: _Trace) -> bool:
+    """Chain traces are assembled as soon as their root is in; agent traces also wait for the
+    spans their answers need (agents.settled)."""
+    useful = [p for p in trace.pieces.values() if p.parts is not None]
+    if is_agent_trace(useful):
+        return settled(trace.pieces, useful)  # type: ignore[arg-type]
+    # A span missing between a piece and the root may be a tool still on its way (an agent
+    # whose steps so far look like a chain, e.g. ReAct text steps): wait for it.
+    return all(p.parent_id is None or p.parent_id in trace.pieces for p in trace.pieces.values())
+
+
+def agent_interactions(
+    trace_id: str, pieces: dict[str, _Piece], useful: list[_Piece], labeller: Labeller
+) -> tuple[list[RagInteraction], set[str]]:
+    """One interaction per answer of an agent trace (agent/otlp/agents.py has the rules)."""
+    interactions: list[RagInteraction] = []
+    used: set[str] = set()
+    for answer in agent_answers(pieces, useful):  # type: ignore[arg-type]
+        call: _Piece = answer.call  # type: ignore[assignment]
+        ancestors = _ancestors(call, pieces)
+        used.add(call.span_id)
+        used.update(p.span_id for p in answer.used)
+        if answer.query_source is not None:
+            used.add(answer.query_source.span_id)
+        parts = [p.parts for p in (call, *answer.used, *ancestors) if p.parts is not None]
+        interactions.append(
+            _interaction(
+                trace_id,
+                call,
+                query=answer.query,
+                parts=tuple(parts),
+                chunks=answer.chunks,
+                response=answer.response,
+                route=_route(call, ancestors),
+                labeller=labeller,
+                related=(call, *ancestors),
+                agent=answer.context,
+            )
+        )
+    return interactions, used
 
 
 def _ancestors(piece: _Piece, pieces: dict[str, _Piece]) -> list[_Piece]:
@@ -406,6 +464,9 @@ def _context(call: _Piece, contexts: list[_Piece]) -> _Piece | None:
 def _assemble(trace_id: str, trace: _Trace, labeller: Labeller) -> tuple[list[RagInteraction], set[str]]:
     pieces = trace.pieces
     useful = [p for p in pieces.values() if p.parts is not None]
+    if is_agent_trace(useful):
+        answers, answered = agent_interactions(trace_id, pieces, useful, labeller)
+        return _singles(trace_id, pieces, useful, labeller, answers, answered, _llm_lineage(useful, pieces))
     calls = [p for p in useful if p.parts.role is Role.LLM]  # type: ignore[union-attr]
     contexts = [p for p in useful if p.parts.role in (Role.RETRIEVER, Role.RERANKER)]  # type: ignore[union-attr]
     call_ids = {p.span_id for p in calls}
@@ -447,6 +508,23 @@ def _assemble(trace_id: str, trace: _Trace, labeller: Labeller) -> tuple[list[Ra
             )
         )
 
+    return _singles(trace_id, pieces, useful, labeller, interactions, used, lineage)
+
+
+def _llm_lineage(useful: list[_Piece], pieces: dict[str, _Piece]) -> dict[str, list[_Piece]]:
+    return {p.span_id: _ancestors(p, pieces) for p in useful if p.parts.role is Role.LLM}  # type: ignore[union-attr]
+
+
+def _singles(
+    trace_id: str,
+    pieces: dict[str, _Piece],
+    useful: list[_Piece],
+    labeller: Labeller,
+    interactions: list[RagInteraction],
+    used: set[str],
+    lineage: dict[str, list[_Piece]],
+) -> tuple[list[RagInteraction], set[str]]:
+    """Add the spans that carry a whole interaction alone (the single-span layout)."""
     claimed = {a.span_id for span_id in used if span_id in lineage for a in lineage[span_id]}
     for piece in sorted(useful, key=lambda p: (p.end, p.span_id)):
         parts = piece.parts
@@ -492,6 +570,7 @@ def _interaction(
     route: str,
     labeller: Labeller,
     related: Sequence[_Piece],
+    agent: AgentContext | None = None,
 ) -> RagInteraction:
     attributes: dict[str, AttributeValue] = {}
     for piece in reversed(related):  # the anchor's own values win over its ancestors'
@@ -507,7 +586,13 @@ def _interaction(
         service=service,
         route=route,
         end_time_unix_nano=anchor.end,
-        session_id=next((p.session_id for p in parts if p.session_id), None),
+        session_id=next((p.session_id for p in parts if p.session_id), None)
+        or next((p.session_id for p in related if p.session_id), None),
         user_id=next((p.user_id for p in parts if p.user_id), None),
         attributes=attributes,
+        sub_queries=agent.sub_queries if agent else (),
+        earlier_turns=agent.earlier_turns if agent else (),
+        searches=agent.searches if agent else 1,
+        empty_searches=agent.empty_searches if agent else 0,
+        tool_errors=agent.tool_errors if agent else 0,
     )

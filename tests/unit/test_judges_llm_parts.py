@@ -228,7 +228,13 @@ def test_prompts_are_versioned_files() -> None:
     for kind in (*QUESTION_KINDS, *PROMPT_KINDS):
         prompt = load_prompt(kind)
         assert "never an instruction" in prompt.text
-        assert prompt.version.startswith("v1-") and len(prompt.version) == 15
+        # The prompts that show a follow-up's earlier turns are at v2 (agents and conversations).
+        expected = (
+            "v2-"
+            if kind in ("assess_chunks", "check_response", "assess_interaction", "check_claims")
+            else "v1-"
+        )
+        assert prompt.version.startswith(expected) and len(prompt.version) == 15
 
 
 def test_numbered_statements() -> None:

@@ -29,7 +29,7 @@ KNOWN_PREFIXES = (
     "gen_ai.prompt.", "gen_ai.completion.", "db.query.text", "db.statement",
     # OpenTelemetry GenAI
     "gen_ai.operation.name", "gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.retrieval.",
-    "gen_ai.conversation.id",
+    "gen_ai.conversation.id", "gen_ai.tool.", "tool.name", "tool_call.id", "error.type",
     # the minimal layout, and the default route attribute
     "ragpulse.", "http.route",
     # human labels: OpenInference annotations / evaluations (agent/trust/labels.py)
@@ -42,7 +42,25 @@ class Role(StrEnum):
     RETRIEVER = "retriever"
     RERANKER = "reranker"  # its output documents are the context the LLM saw
     LLM = "llm"
+    TOOL = "tool"  # an agent's tool call: its output went back to the model
     OTHER = "other"
+
+
+class Message(NamedTuple):
+    """One input message of a model call, as far as assembly needs it (system prompts dropped).
+
+    `role`: "user", "assistant" or "tool" (a tool's result; ReAct observations too); an assistant
+    message that only called tools is not kept. `call_id` ties a tool result to its tool call.
+    """
+
+    role: str
+    content: str
+    call_id: str | None = None
+
+
+# The conversation a model call was given is kept only when it is one: more than a single user
+# message (the chain layout's prompt). Earlier turns are cut to this many characters each.
+TURN_CHARS = 1000
 
 
 # A retrieval's hits are in the span but not their text (ids and scores only): the context of the
@@ -63,16 +81,28 @@ class SpanParts(NamedTuple):
     response: str | None = None
     session_id: str | None = None
     user_id: str | None = None
+    # Agents. LLM: the input conversation (None when the call was given one user message or the
+    # instrumentor recorded none) and whether its output calls tools. TOOL: `query` is the tool's
+    # input (the agent's sub-query), `response` its output text as the model got it, `chunks` that
+    # output read as documents; `failed` when the tool raised; `call_id` the tool call it answered.
+    messages: tuple[Message, ...] | None = None
+    calls_tools: bool = False
+    failed: bool = False
+    call_id: str | None = None
 
     @property
     def is_complete(self) -> bool:
+        if self.role is Role.TOOL:
+            return False  # a tool's input, documents and output are a search, not an answer
         return bool(self.query) and bool(self.chunks) and self.response is not None
 
     @property
     def is_useful(self) -> bool:
         """Whether assembly can use this span: anything else is counted `not_rag` on arrival."""
         if self.role is Role.LLM:
-            return self.response is not None
+            return self.response is not None or self.calls_tools
+        if self.role is Role.TOOL:
+            return True
         if self.role in (Role.RETRIEVER, Role.RERANKER):
             # UNKNOWN_CHUNKS too: a retrieval whose text is not in the span still marks where the
             # context of the model calls after it came from.
@@ -143,3 +173,94 @@ def chunk(content: Any, doc_id: Any = None, score: Any = None) -> Chunk | None:
         id=str(doc_id) if isinstance(doc_id, (str, int)) and not isinstance(doc_id, bool) else None,
         score=number(score),
     )
+
+
+# -- agents: messages and tool outputs shared by the adapters ---------------------------------------
+
+_REACT_ANSWER = "\nAnswer:"
+_OBSERVATION = "Observation:"
+_SUB_QUERY_KEYS = ("query", "input", "question", "q", "search_query", "queries", "text", "kwargs")
+_DOCUMENT_TEXT = ("content", "text", "page_content", "document", "chunk", "snippet", "body")
+_DOCUMENT_LISTS = ("documents", "results", "hits", "chunks", "data", "items")
+
+
+def final_text(response: str) -> str:
+    """A ReAct step's text without its reasoning: what follows its last "Answer:" line."""
+    if response.startswith("Thought:") and _REACT_ANSWER in response:
+        return response.rsplit(_REACT_ANSWER, 1)[1].strip()
+    return response
+
+
+def conversation(messages: list[Message]) -> tuple[Message, ...] | None:
+    """The kept input conversation: None when it is only the question (a chain's prompt)."""
+    if len(messages) < 2 and not any(m.role == "tool" for m in messages):
+        return None
+    cut = []
+    last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
+    for i, message in enumerate(messages):
+        if message.role != "tool" and i != last_user and len(message.content) > TURN_CHARS:
+            message = message._replace(content=message.content[:TURN_CHARS])
+        if message.role == "user" and message.content.startswith(_OBSERVATION):
+            # A ReAct observation: the tool's result, handed back as a user message.
+            message = Message("tool", message.content[len(_OBSERVATION) :].strip())
+        cut.append(message)
+    return tuple(cut)
+
+
+def sub_query(arguments: Any) -> str | None:
+    """The search query in a tool's input: a string, or JSON arguments holding one."""
+    if isinstance(arguments, str):
+        parsed = parse_json(arguments) if arguments[:1] in ("{", "[") else None
+        if parsed is None:
+            return arguments.strip() or None
+        arguments = parsed
+    if isinstance(arguments, Mapping):
+        for key in _SUB_QUERY_KEYS:
+            value = arguments.get(key)
+            if isinstance(value, str) and value.strip():
+                return value.strip()
+            if isinstance(value, (Mapping, list)):
+                found = sub_query(value)
+                if found:
+                    return found
+        strings = [v for v in arguments.values() if isinstance(v, str) and v.strip()]
+        return strings[0].strip() if len(strings) == 1 else None
+    if isinstance(arguments, list):
+        strings = [v for v in arguments if isinstance(v, str) and v.strip()]
+        return "; ".join(strings) if strings else None
+    return None
+
+
+def _document(item: Any) -> Chunk | None:
+    if isinstance(item, str):
+        return Chunk(item) if item.strip() else None
+    if not isinstance(item, Mapping):
+        return None
+    metadata = item.get("metadata")
+    metadata = metadata if isinstance(metadata, Mapping) else {}
+    node = item.get("node")
+    if isinstance(node, Mapping):  # a LlamaIndex NodeWithScore
+        return chunk(node.get("text"), node.get("id_"), item.get("score"))
+    content = string_in({k: item[k] for k in _DOCUMENT_TEXT if k in item}, _DOCUMENT_TEXT)
+    doc_id = item.get("id", metadata.get("id"))
+    return chunk(content, doc_id, item.get("score", metadata.get("score")))
+
+
+def tool_documents(output: str) -> tuple[Chunk, ...]:
+    """A tool's output as the documents it returned: a JSON list of documents (or an object
+    holding one under `documents`, `results`, ...), else the whole text as one chunk; () when it
+    returned nothing."""
+    text_ = output.strip()
+    if not text_:
+        return ()
+    document = parse_json(text_) if text_[:1] in ("[", "{") else None
+    if isinstance(document, Mapping):
+        lists = [document[k] for k in _DOCUMENT_LISTS if isinstance(document.get(k), list)]
+        document = lists[0] if lists else None
+    if isinstance(document, list):
+        if not document:
+            return ()
+        chunks = [found for item in document if (found := _document(item)) is not None]
+        if len(chunks) == len(document):
+            return tuple(chunks)
+    return (Chunk(text_),)

@@ -14,15 +14,28 @@ Content is opt-in and arrives in one of these forms, all read here:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
 from agent.model import AttributeValue, Chunk, Span
-from agent.otlp.conventions import Role, SpanParts, chunk, identity, parse_json, text
+from agent.otlp.conventions import (
+    Message,
+    Role,
+    SpanParts,
+    chunk,
+    conversation,
+    identity,
+    parse_json,
+    sub_query,
+    text,
+    tool_documents,
+)
 
 OPERATION = "gen_ai.operation.name"
 INPUT_MESSAGES = "gen_ai.input.messages"
 OUTPUT_MESSAGES = "gen_ai.output.messages"
+TOOL_RESULT = "gen_ai.tool.call.result"
 _OPERATIONS = {
     "chat": Role.LLM,
     "text_completion": Role.LLM,
@@ -30,6 +43,7 @@ _OPERATIONS = {
     "retrieval": Role.RETRIEVER,
     "invoke_agent": Role.CHAIN,
     "invoke_workflow": Role.CHAIN,
+    "execute_tool": Role.TOOL,
 }
 _DETAILS_EVENT = "gen_ai.client.inference.operation.details"
 
@@ -72,6 +86,54 @@ def last_text(messages: Any, role: str | None) -> str | None:
             if found is not None:
                 return found
     return None
+
+
+def _response_text(value: Any) -> str | None:
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return None
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def conversation_of(messages: Any) -> tuple[Message, ...] | None:
+    """A GenAI message list as the call's input conversation: text parts of user and assistant
+    messages, `tool_call_response` parts (and `tool` role messages) as tool results."""
+    if not isinstance(messages, list) or len(messages) < 2:
+        return None
+    found: list[Message] = []
+    for message in messages:
+        if not isinstance(message, Mapping):
+            continue
+        role = message.get("role")
+        parts = message.get("parts")
+        if isinstance(parts, list):
+            for part in parts:
+                if isinstance(part, Mapping) and part.get("type") == "tool_call_response":
+                    result = _response_text(part.get("response", part.get("result")))
+                    if result:
+                        call_id = part.get("id")
+                        found.append(Message("tool", result, call_id if isinstance(call_id, str) else None))
+        if role in ("user", "assistant", "tool"):
+            content = message_text(message)
+            if content:
+                call_id = message.get("tool_call_id") or message.get("id")
+                found.append(Message(role, content, call_id if isinstance(call_id, str) else None))
+    return conversation(found)
+
+
+def calls_tools(messages: Any) -> bool:
+    if not isinstance(messages, list):
+        return False
+    return any(
+        isinstance(m, Mapping)
+        and isinstance(m.get("parts"), list)
+        and any(isinstance(p, Mapping) and p.get("type") == "tool_call" for p in m["parts"])
+        for m in messages
+    )
 
 
 def _documents(value: AttributeValue) -> tuple[Chunk, ...] | None:
@@ -130,10 +192,36 @@ class GenAI:
                 session_id=session_id,
                 user_id=user_id,
             )
-        query = last_text(structured(attributes.get(INPUT_MESSAGES)), "user")
-        response = last_text(structured(attributes.get(OUTPUT_MESSAGES)), None)
+        if role is Role.TOOL:
+            failed = "error.type" in attributes or any(e.name == "exception" for e in span.events)
+            result = _response_text(structured(attributes.get(TOOL_RESULT)))
+            call_id = identity(attributes, "gen_ai.tool.call.id")
+            return SpanParts(
+                Role.TOOL,
+                query=sub_query(structured(attributes.get("gen_ai.tool.call.arguments"))),
+                chunks=None if failed or result is None else tool_documents(result),
+                response=result,
+                session_id=session_id,
+                user_id=user_id,
+                failed=failed,
+                call_id=call_id,
+            )
+        inputs = structured(attributes.get(INPUT_MESSAGES))
+        outputs = structured(attributes.get(OUTPUT_MESSAGES))
+        query = last_text(inputs, "user")
+        response = last_text(outputs, None)
         if (query is None or response is None) and span.events:
             event_query, event_response = _from_events(span)
             query = query or event_query
             response = response if response is not None else event_response
-        return SpanParts(role, query=query, response=response, session_id=session_id, user_id=user_id)
+        if role is Role.CHAIN:
+            return SpanParts(role, query=query, response=response, session_id=session_id, user_id=user_id)
+        return SpanParts(
+            role,
+            query=query,
+            response=response,
+            session_id=session_id,
+            user_id=user_id,
+            messages=conversation_of(inputs),
+            calls_tools=calls_tools(outputs),
+        )

@@ -11,9 +11,20 @@ LLM saw); LLM spans carry `llm.input_messages.<N>.message.{role,content}` and
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from agent.model import AttributeValue, Chunk, Span
-from agent.otlp.conventions import Role, SpanParts, identity, parse_json, string_in
+from agent.otlp.conventions import (
+    Message,
+    Role,
+    SpanParts,
+    conversation,
+    identity,
+    parse_json,
+    string_in,
+    sub_query,
+    tool_documents,
+)
 
 KIND = "openinference.span.kind"
 _KINDS = {
@@ -22,6 +33,7 @@ _KINDS = {
     "RETRIEVER": Role.RETRIEVER,
     "RERANKER": Role.RERANKER,
     "LLM": Role.LLM,
+    "TOOL": Role.TOOL,
 }
 _RETRIEVED = "retrieval.documents"
 _RERANKED = "reranker.output_documents"
@@ -30,6 +42,7 @@ _RERANKED = "reranker.output_documents"
 _QUERY_KEYS = ("query", "question", "input", "query_str", "user_input")
 _RESPONSE_KEYS = ("response", "output", "answer", "text", "result")
 _VALUE = {"input": "input.value", "output": "output.value"}
+_CALLS_TOOLS = "llm.output_messages.0.message.tool_calls.0.tool_call.function.name"
 _MIME_TYPE = {"input": "input.mime_type", "output": "output.mime_type"}
 _JSON_START = ("{", "[", '"')
 _MAX_DOCUMENTS = 1000  # a bound on the index walk, far above any real top-k
@@ -45,7 +58,43 @@ def _value(attributes: Mapping[str, AttributeValue], prefix: str, keys: tuple[st
     if value[:1] not in _JSON_START or attributes.get(_MIME_TYPE[prefix]) != "application/json":
         return value
     # A JSON value without a known key is an object the framework passed along, not the text.
-    return string_in(parse_json(value), keys)
+    document = parse_json(value)
+    found = string_in(document, keys)
+    if found is None and prefix == "input" and isinstance(document, Mapping):
+        found = last_user_message(document.get("messages"))  # LangGraph's agent state
+    return found
+
+
+def _message_fields(message: Any) -> tuple[str | None, str | None]:
+    """(role, text) of a chat message in the shapes LangChain / LangGraph serialise."""
+    if isinstance(message, list) and len(message) == 2 and all(isinstance(m, str) for m in message):
+        return message[0], message[1]  # ("user", "text")
+    if not isinstance(message, Mapping):
+        return None, None
+    inner = message.get("kwargs") or message.get("data")  # lc constructor / message_to_dict
+    if isinstance(inner, Mapping):
+        message = inner
+    role = message.get("role") or message.get("type")
+    content = message.get("content")
+    if isinstance(content, list):  # content blocks
+        content = (
+            "\n".join(t for b in content if isinstance(b, Mapping) and isinstance(t := b.get("text"), str))
+            or None
+        )
+    return (role if isinstance(role, str) else None), (content if isinstance(content, str) else None)
+
+
+def last_user_message(messages: Any) -> str | None:
+    """The text of the last user (human) message of a serialised message list."""
+    if isinstance(messages, list) and messages and isinstance(messages[0], list) and len(messages) == 1:
+        messages = messages[0]  # LangChain's batch of one conversation
+    if not isinstance(messages, list):
+        return None
+    for message in reversed(messages):
+        role, content = _message_fields(message)
+        if role in ("user", "human") and content:
+            return content
+    return None
 
 
 def _document_keys(prefix: str, index: int) -> tuple[str, str, str, str]:
@@ -105,6 +154,60 @@ def _messages(attributes: Mapping[str, AttributeValue], prefix: str, role: str |
     return found
 
 
+_INPUT_MESSAGES = "llm.input_messages"
+_MAX_GAP = 2  # message indexes may start at 1 (the OpenAI Agents instrumentor leaves 0 out)
+
+
+def _input_messages(attributes: Mapping[str, AttributeValue]) -> tuple[Message, ...] | None:
+    """The call's input conversation: user, assistant and tool messages in order."""
+    messages: list[Message] = []
+    missing = 0
+    get = attributes.get
+    for index in range(_MAX_DOCUMENTS):
+        base = f"{_INPUT_MESSAGES}.{index}.message."
+        role = get(base + "role")
+        content = get(base + "content")
+        if role is None and content is None:
+            missing += 1
+            if missing > _MAX_GAP:
+                break
+            continue
+        missing = 0
+        if not isinstance(content, str):
+            content = get(base + "contents.0.message_content.text")
+        if role == "system" or not isinstance(role, str) or not isinstance(content, str) or not content:
+            continue  # system prompts, and assistant turns that only called tools
+        call_id = get(base + "tool_call_id")
+        messages.append(Message(role, content, call_id if isinstance(call_id, str) else None))
+    return conversation(messages)
+
+
+def _tool_output(attributes: Mapping[str, AttributeValue]) -> tuple[str | None, str | None]:
+    """(the text the model got back, the tool call id) from a TOOL span's `output.value`:
+    LangChain's ToolMessage, LlamaIndex's ToolOutput (JSON), or plain text."""
+    value = attributes.get("output.value")
+    if not isinstance(value, str):
+        return None, None
+    document = parse_json(value) if value[:1] == "{" else None
+    if isinstance(document, Mapping):
+        data = document.get("data") if document.get("type") == "tool" else None
+        if isinstance(data, Mapping) and isinstance(data.get("content"), str):
+            call_id = data.get("tool_call_id")
+            return data["content"], call_id if isinstance(call_id, str) else None
+        blocks = document.get("blocks")
+        if isinstance(blocks, list):
+            texts = [t for b in blocks if isinstance(b, Mapping) and isinstance(t := b.get("text"), str)]
+            if texts:
+                return "".join(texts), None
+        if isinstance(document.get("content"), str) and "tool_name" in document:
+            return document["content"], None
+    return value, None
+
+
+def _failed(span: Span) -> bool:
+    return any(event.name == "exception" for event in span.events)
+
+
 class OpenInference:
     name = "openinference"
 
@@ -124,7 +227,9 @@ class OpenInference:
         user_id = identity(attributes, "user.id")
         if role is Role.LLM:
             response = _messages(attributes, "llm.output_messages", None)
-            if response is None:
+            calls_tools = _CALLS_TOOLS in attributes
+            if response is None and not calls_tools:
+                # (A call that only called tools has no text: its `output.value` is a repr.)
                 response = _value(attributes, "output", _RESPONSE_KEYS)
             return SpanParts(
                 Role.LLM,
@@ -132,6 +237,25 @@ class OpenInference:
                 response=response,
                 session_id=session_id,
                 user_id=user_id,
+                messages=_input_messages(attributes)
+                if "llm.input_messages.1.message.role" in attributes
+                or "llm.input_messages.2.message.role" in attributes
+                else None,
+                calls_tools=calls_tools,
+            )
+        if role is Role.TOOL:
+            output, call_id = _tool_output(attributes)
+            failed = _failed(span)
+            tool_call_id = attributes.get("tool_call.id")
+            return SpanParts(
+                Role.TOOL,
+                query=sub_query(attributes.get("input.value")),
+                chunks=None if failed or output is None else tool_documents(output),
+                response=output,
+                session_id=session_id,
+                user_id=user_id,
+                failed=failed,
+                call_id=call_id or (tool_call_id if isinstance(tool_call_id, str) else None),
             )
         if role is Role.RERANKER:
             query = attributes.get("reranker.query")
