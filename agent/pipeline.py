@@ -15,7 +15,7 @@ import socket
 import time
 import uuid
 from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -29,6 +29,7 @@ from agent.evaluate import Evaluator
 from agent.exporters.base import Exporter
 from agent.exporters.prometheus import MetricsServer, PrometheusExporter
 from agent.idempotency import IdempotencyStore, MemoryIdempotency, RedisIdempotency
+from agent.infra.waiting import Dependencies
 from agent.judges.factory import build_judge
 from agent.labels import SeriesBudget
 from agent.looplag import LoopLagMonitor
@@ -81,7 +82,9 @@ class Pipeline:
         gate: JudgeGate | None = None,
         max_deferrals: int = 5,
         label_spans: Callable[[Sequence[Span]], None] | None = None,
+        dependencies: Dependencies | None = None,
     ) -> None:
+        self._dependencies = dependencies or Dependencies()  # awaited at start-up: intake waits
         self._label_spans = label_spans  # human labels in annotation spans (agent/trust)
         self._assembler = assembler
         self._sampler = sampler
@@ -120,8 +123,10 @@ class Pipeline:
         return self.pause_reason() is None
 
     def pause_reason(self) -> str | None:
-        if self.gate.failing:
-            reason: str | None = "judge_unavailable"
+        if not self._dependencies.ready():
+            reason: str | None = "waiting_for_dependency"
+        elif self.gate.failing:
+            reason = "judge_unavailable"
         elif self._ledger.pending >= self._max_pending:
             reason = "queue_full"
         else:
@@ -311,11 +316,14 @@ class Agent:
     redis: Any = None  # the one redis.asyncio client (verdict cache, idempotency keys, budget), if configured
     # A start-up call that reports a misconfigured LLM judge by a clear log line (None: no check).
     self_check: Callable[[], Coroutine[Any, Any, object]] | None = None
+    # Kafka, Redis, the OTLP results endpoint: waited for when absent at start (agent/infra/waiting.py).
+    dependencies: Dependencies = field(default_factory=Dependencies)
     _self_check_task: asyncio.Task[object] | None = None
 
     async def start(self) -> None:
         mark_own_telemetry()  # any OpenTelemetry SDK set up in this process tags its spans as ours
         await self.metrics_server.start()
+        await self.dependencies.start()
         await self.budget.start()
         await self.pipeline.start()
         await self.source.start(self.pipeline)
@@ -329,6 +337,7 @@ class Agent:
         if self._self_check_task is not None:
             self._self_check_task.cancel()
             await asyncio.gather(self._self_check_task, return_exceptions=True)
+        await self.dependencies.shutdown()
         await self.source.stop()
         # A Kafka source redelivers what is left uncommitted, so incomplete traces stay buffered
         # (uncommitted) for the partition's next owner instead of being assembled half-read.
@@ -367,7 +376,9 @@ def kafka_connection(settings: Settings) -> dict[str, Any]:
     }
 
 
-def build_source(settings: Settings, telemetry: Telemetry) -> Source:
+def build_source(
+    settings: Settings, telemetry: Telemetry, dependencies: Dependencies | None = None
+) -> Source:
     if settings.source == "kafka":
         # Imported here so the embedded default never loads the Kafka client.
         from agent.sources.kafka import KafkaSource, KafkaSourceConfig
@@ -385,7 +396,7 @@ def build_source(settings: Settings, telemetry: Telemetry) -> Source:
             fetch_max_bytes=settings.kafka_fetch_max_bytes,
             commit_interval_seconds=settings.kafka_commit_interval_seconds,
         )
-        return KafkaSource(config, telemetry)
+        return KafkaSource(config, telemetry, dependencies=dependencies)
     http = OtlpHttpSource(
         *settings.otlp_address,
         max_body_bytes=settings.otlp_max_body_bytes,
@@ -415,7 +426,11 @@ def build_source(settings: Settings, telemetry: Telemetry) -> Source:
 
 
 def build_exporters(
-    settings: Settings, telemetry: Telemetry, redis: Any = None, ppi: PpiAggregator | None = None
+    settings: Settings,
+    telemetry: Telemetry,
+    redis: Any = None,
+    ppi: PpiAggregator | None = None,
+    dependencies: Dependencies | None = None,
 ) -> list[Exporter]:
     exporters: list[Exporter] = []
     if settings.results_topic:
@@ -427,6 +442,7 @@ def build_exporters(
                 settings.results_topic,
                 include_text=settings.results_include_text,
                 label_sampler=ppi.sampler if ppi is not None else None,
+                dependencies=dependencies,
             )
         )
     if settings.results_otlp_endpoint:
@@ -440,6 +456,7 @@ def build_exporters(
                 headers=headers,
                 include_text=settings.results_include_text,
                 timeout_seconds=settings.results_otlp_timeout_seconds,
+                dependencies=dependencies,
             )
         )
     # In-process exporters last: they count an interaction only once the durable ones succeeded.
@@ -469,6 +486,7 @@ def build_agent(
         service, _, metric = key.rpartition("/")
         telemetry.quality_threshold.labels(service, metric).set(threshold)
     redis = None
+    dependencies = Dependencies()
     owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
     idempotency: IdempotencyStore
     ledger: SpendLedger
@@ -476,6 +494,7 @@ def build_agent(
         from agent.judges.redis_cache import redis_client
 
         redis = redis_client(settings.redis_url)
+        dependencies.watch("Redis", settings.redis_url, redis.ping)
         idempotency = RedisIdempotency(
             redis, owner, settings.idempotency_lease_seconds, settings.idempotency_ttl_seconds
         )
@@ -516,7 +535,7 @@ def build_agent(
         ),
         sampler=sampler,
         evaluator=Evaluator([METRICS[name]() for name in settings.metrics], judge),
-        exporters=[*build_exporters(settings, telemetry, redis, ppi), *observers],
+        exporters=[*build_exporters(settings, telemetry, redis, ppi, dependencies), *observers],
         telemetry=telemetry,
         max_pending=settings.max_pending,
         concurrency=settings.eval_concurrency,
@@ -527,8 +546,9 @@ def build_agent(
         owner=owner,
         max_deferrals=settings.judge_defer_max_attempts,
         label_spans=ppi.observe_spans if ppi is not None else None,
+        dependencies=dependencies,
     )
-    source = build_source(settings, telemetry)
+    source = build_source(settings, telemetry, dependencies)
     gate = pipeline.gate
     readiness = {"source": source.ready, "judge": lambda: judge.healthy() and not gate.failing}
     metrics_security = EndpointSecurity()
@@ -541,10 +561,13 @@ def build_agent(
         checks=readiness,
         loop_lag=LoopLagMonitor(telemetry),
         security=metrics_security,
+        dependencies=dependencies,
     )
     self_check: Callable[[], Coroutine[Any, Any, object]] | None = None
     if settings.judge_self_check and not settings.judge_is_local:
         from agent.judges.llm import self_check as check_judge
 
         self_check = functools.partial(check_judge, judge, settings.judge_api_base or "")
-    return Agent(settings, telemetry, source, pipeline, budget, metrics_server, redis, self_check)
+    return Agent(
+        settings, telemetry, source, pipeline, budget, metrics_server, redis, self_check, dependencies
+    )

@@ -1,0 +1,1 @@
+"""Infrastructure shared by the stages: waiting for dependencies, connecting to them."""
