@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import logging
 import os
 import signal
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from agent import __version__
@@ -133,7 +134,12 @@ def _debugging(args: argparse.Namespace, settings: Settings | None) -> bool:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     command = f"ragpulse {args.command}"
-    loaded: list[Settings] = []
+    loaded: list[Settings] = []  # once read: whether to show the full trace of an unexpected error
+
+    def debugging() -> bool:
+        return _debugging(args, loaded[0] if loaded else None)
+
+    sys.unraisablehook = functools.partial(_unraisable, command, debugging)
     try:
         return _main(args, loaded)
     except ConfigError as exc:
@@ -142,13 +148,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # the one place that turns a defect into a line instead of a traceback
-        if _debugging(args, loaded[0] if loaded else None):
+        if debugging():
             print(mask("".join(traceback.format_exception(exc))).rstrip(), file=sys.stderr)
             hint = ""
         else:
             hint = "; run again with --log-level DEBUG for the full trace"
         print(f"{command}: unexpected error: {_one_line(exc)}{hint}", file=sys.stderr)
         return 1
+
+
+def _unraisable(command: str, debugging: Callable[[], bool], unraisable: Any) -> None:
+    """An error Python can only ignore (raised in a __del__, often at exit): one log line, the
+    trace only when debugging."""
+    where = getattr(unraisable.object, "__qualname__", type(unraisable.object).__name__)
+    exc = unraisable.exc_value
+    error = _one_line(exc) if exc is not None else getattr(unraisable.exc_type, "__name__", "?")
+    trace = (unraisable.exc_type, exc, unraisable.exc_traceback) if debugging() else None
+    log.warning("%s: ignored an error in %s: %s", command, where, error, exc_info=trace)
 
 
 def _one_line(exc: BaseException) -> str:

@@ -179,9 +179,11 @@ async def wait_until_up(
 def describe(exc: BaseException) -> str:
     """The error on one line, secrets masked: `Connection refused`, `Name or service not known`,
     `KafkaTimeoutError: Unable to bootstrap from [...]`, `ConnectionError: Error 111 ...`."""
-    if isinstance(exc, OSError) and exc.errno is not None and exc.strerror:
-        # The socket's own words, without the address the log line names already.
-        return os.strerror(exc.errno) if exc.errno > 0 else exc.strerror
+    # A socket error, raised as such or wrapped by the client (redis-py): the socket's own words,
+    # without the address that the log line names already.
+    for cause in (exc, exc.__cause__, exc.__context__):
+        if isinstance(cause, OSError) and cause.errno is not None and cause.strerror:
+            return os.strerror(cause.errno) if cause.errno > 0 else cause.strerror
     name = type(exc).__name__
     text = " ".join(str(exc).split())
     if not text:
