@@ -30,6 +30,7 @@ from agent.exporters.prometheus import MetricsServer, PrometheusExporter
 from agent.idempotency import IdempotencyStore, MemoryIdempotency, RedisIdempotency
 from agent.infra.endpoint_security import EndpointSecurity, load_web_config, otlp_security
 from agent.infra.looplag import LoopLagMonitor
+from agent.infra.waiting import Dependencies
 from agent.judges.factory import build_judge
 from agent.metrics import METRICS
 from agent.otlp.assemble import Labeller, TraceAssembler
@@ -127,7 +128,9 @@ def kafka_connection(kafka: KafkaSettings) -> dict[str, Any]:
     }
 
 
-def build_source(settings: Settings, telemetry: Telemetry) -> Source:
+def build_source(
+    settings: Settings, telemetry: Telemetry, dependencies: Dependencies | None = None
+) -> Source:
     if settings.source == "kafka":
         # Imported here so the embedded default never loads the Kafka client.
         from agent.sources.kafka import KafkaSource, KafkaSourceConfig
@@ -146,7 +149,7 @@ def build_source(settings: Settings, telemetry: Telemetry) -> Source:
             fetch_max_bytes=kafka.fetch_max_bytes,
             commit_interval_seconds=kafka.commit_interval_seconds,
         )
-        return KafkaSource(config, telemetry)
+        return KafkaSource(config, telemetry, dependencies=dependencies)
     otlp = settings.otlp
     http = OtlpHttpSource(
         *otlp.address,
@@ -177,7 +180,11 @@ def build_source(settings: Settings, telemetry: Telemetry) -> Source:
 
 
 def build_exporters(
-    settings: Settings, telemetry: Telemetry, redis: Any = None, ppi: PpiAggregator | None = None
+    settings: Settings,
+    telemetry: Telemetry,
+    redis: Any = None,
+    ppi: PpiAggregator | None = None,
+    dependencies: Dependencies | None = None,
 ) -> list[Exporter]:
     exporters: list[Exporter] = []
     results = settings.results
@@ -190,6 +197,7 @@ def build_exporters(
                 results.topic,
                 include_text=results.include_text,
                 label_sampler=ppi.sampler if ppi is not None else None,
+                dependencies=dependencies,
             )
         )
     if results.otlp_endpoint:
@@ -202,6 +210,7 @@ def build_exporters(
                 headers=results.otlp_header_map,
                 include_text=results.include_text,
                 timeout_seconds=results.otlp_timeout_seconds,
+                dependencies=dependencies,
             )
         )
     # In-process exporters last: they count an interaction only once the durable ones succeeded.
@@ -294,10 +303,13 @@ def build_agent(
     leases = settings.idempotency
     idempotency: IdempotencyStore
     ledger: SpendLedger
+    # Kafka, Redis, the OTLP results endpoint: waited for when absent at start (agent/infra/waiting.py).
+    dependencies = Dependencies()
     if settings.redis.url:
         from agent.judges.redis_cache import redis_client
 
         redis = redis_client(settings.redis.url)
+        dependencies.watch("Redis", settings.redis.url, redis.ping)
         idempotency = RedisIdempotency(redis, owner, leases.lease_seconds, leases.ttl_seconds)
         ledger = RedisLedger(redis)
     else:
@@ -335,7 +347,7 @@ def build_agent(
         ),
         sampler=sampler,
         evaluator=Evaluator([METRICS[name]() for name in settings.metrics], judge),
-        exporters=[*build_exporters(settings, telemetry, redis, ppi), *observers],
+        exporters=[*build_exporters(settings, telemetry, redis, ppi, dependencies), *observers],
         telemetry=telemetry,
         idempotency=idempotency,
         config=PipelineConfig(
@@ -348,8 +360,9 @@ def build_agent(
             max_deferrals=settings.judge.defer_max_attempts,
         ),
         label_spans=ppi.observe_spans if ppi is not None else None,
+        dependencies=dependencies,
     )
-    source = build_source(settings, telemetry)
+    source = build_source(settings, telemetry, dependencies)
     gate = pipeline.gate
     readiness = {"source": source.ready, "judge": lambda: judge.healthy() and not gate.failing}
     metrics_server = MetricsServer(
@@ -358,6 +371,7 @@ def build_agent(
         checks=readiness,
         loop_lag=LoopLagMonitor(telemetry),
         security=metrics_security(settings, telemetry),
+        dependencies=dependencies,
     )
     self_check: Callable[[], Coroutine[Any, Any, object]] | None = None
     if settings.judge.self_check and not settings.judge.is_local:
@@ -372,6 +386,7 @@ def build_agent(
         metrics_server,
         redis,
         self_check,
+        dependencies=dependencies,
         shutdown_timeout=settings.pipeline.shutdown_timeout_seconds,
         # A Kafka source redelivers what is left uncommitted, so incomplete traces stay buffered
         # (uncommitted) for the partition's next owner instead of being assembled half-read.

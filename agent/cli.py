@@ -1,14 +1,22 @@
-"""`ragpulse` command line: run the agent, check a configuration."""
+"""`ragpulse` command line: run the agent, check a configuration.
+
+No command ends in a Python traceback: `main` turns a ConfigError into its message (exit 2), any
+other exception into one line naming it (exit 1; the full trace with `--log-level DEBUG` or
+RAGPULSE_LOG_LEVEL=DEBUG), and Ctrl-C into exit 130.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import logging
+import os
 import signal
 import sys
-from collections.abc import Sequence
+import traceback
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pydantic import BaseModel, SecretStr
@@ -42,7 +50,7 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--metrics-listen", metavar="HOST:PORT")
         p.add_argument("--judge-model", metavar="MODEL")
         p.add_argument("--sample-rate", type=float, metavar="RATE")
-        p.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+        p.add_argument("--log-level", type=str.upper, choices=["DEBUG", "INFO", "WARNING", "ERROR"])
         return p
 
     with_settings(commands.add_parser("run", help="run the agent (embedded defaults without config)"))
@@ -117,14 +125,24 @@ async def _run(settings: Settings) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    await agent.start()
-    log.info(
-        "ragpulse %s running (judge=%s, sample_rate=%s)",
-        __version__,
-        settings.judge.model,
-        settings.sampling.rate,
-    )
-    await stop.wait()
+    # A signal while start-up still waits for a dependency (Kafka, Redis) stops it there.
+    starting = asyncio.create_task(agent.start(), name="start")
+    stopping = asyncio.create_task(stop.wait(), name="stop-signal")
+    await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    if starting.done():
+        starting.result()  # a start-up failure ends the command here (reported by main)
+        awaited = ", ".join(f"{d.name} at {d.endpoint}" for d in agent.dependencies.awaited())
+        log.info(
+            "ragpulse %s running (judge=%s, sample_rate=%s)%s",
+            __version__,
+            settings.judge.model,
+            settings.sampling.rate,
+            f"; waiting for {awaited} before taking spans" if awaited else "",
+        )
+        await stopping
+    else:
+        starting.cancel()
+        await asyncio.gather(starting, return_exceptions=True)
     log.info(
         "stopping: finishing in-flight evaluations (up to %.0fs)", settings.pipeline.shutdown_timeout_seconds
     )
@@ -132,19 +150,65 @@ async def _run(settings: Settings) -> None:
     log.info("stopped")
 
 
+def _debugging(args: argparse.Namespace, settings: Settings | None) -> bool:
+    """True when the full trace of an unexpected error is wanted (--log-level DEBUG or its env var)."""
+    if settings is not None:
+        return settings.log_level == "DEBUG"
+    level = getattr(args, "log_level", None) or os.environ.get("RAGPULSE_LOG_LEVEL", "")
+    return level.upper() == "DEBUG"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    command = f"ragpulse {args.command}"
+    loaded: list[Settings] = []  # once read: whether to show the full trace of an unexpected error
+
+    def debugging() -> bool:
+        return _debugging(args, loaded[0] if loaded else None)
+
+    sys.unraisablehook = functools.partial(_unraisable, command, debugging)
+    try:
+        return _main(args, loaded)
+    except ConfigError as exc:
+        print(f"{command}: {mask(str(exc))}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # the one place that turns a defect into a line instead of a traceback
+        if debugging():
+            print(mask("".join(traceback.format_exception(exc))).rstrip(), file=sys.stderr)
+            hint = ""
+        else:
+            hint = "; run again with --log-level DEBUG for the full trace"
+        print(f"{command}: unexpected error: {_one_line(exc)}{hint}", file=sys.stderr)
+        return 1
+
+
+def _unraisable(command: str, debugging: Callable[[], bool], unraisable: Any) -> None:
+    """An error Python can only ignore (raised in a __del__, often at exit): one log line, the
+    trace only when debugging."""
+    where = getattr(unraisable.object, "__qualname__", type(unraisable.object).__name__)
+    exc = unraisable.exc_value
+    error = _one_line(exc) if exc is not None else getattr(unraisable.exc_type, "__name__", "?")
+    trace = (unraisable.exc_type, exc, unraisable.exc_traceback) if debugging() else None
+    log.warning("%s: ignored an error in %s: %s", command, where, error, exc_info=trace)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())  # one line, whatever the message holds
+    return mask(f"{type(exc).__name__}: {text}" if text else type(exc).__name__)
+
+
+def _main(args: argparse.Namespace, loaded: list[Settings]) -> int:
     if getattr(args, "trust_handler", None) is not None:  # calibrate, label-queue: own settings handling
-        logging.basicConfig(level="WARNING", format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+        level = "DEBUG" if _debugging(args, None) else "WARNING"
+        logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
         return int(args.trust_handler(args))
     if args.command == "validate-config" and args.list:
         print(describe_settings())
         return 0
-    try:
-        settings = _settings(args)
-    except ConfigError as exc:
-        print(f"ragpulse: {mask(str(exc))}", file=sys.stderr)
-        return 2
+    settings = _settings(args)
+    loaded.append(settings)
     configure_logging(settings)  # from here on, known secrets are masked in every log line
     if args.command == "validate-config":
         print(display_settings(settings))
@@ -155,11 +219,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     _check_protobuf_backend()
     try:
         asyncio.run(_run(settings))
-    except ConfigError as exc:
-        print(f"ragpulse: {mask(str(exc))}", file=sys.stderr)
-        return 2
     except OSError as exc:
-        print(f"ragpulse: cannot start: {mask(str(exc))}", file=sys.stderr)
+        # A port in use, a certificate file missing: the agent could not start.
+        print(f"ragpulse run: cannot start: {mask(str(exc))}", file=sys.stderr)
         return 1
     return 0
 

@@ -12,7 +12,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agent.budget import BudgetController
@@ -22,6 +22,7 @@ from agent.exporters.base import Exporter
 from agent.exporters.prometheus import MetricsServer
 from agent.idempotency import IdempotencyStore
 from agent.infra.throttled_log import ThrottledLog
+from agent.infra.waiting import Dependencies
 from agent.model import MetricResult, RagInteraction, Span
 from agent.otlp import mark_own_telemetry
 from agent.otlp.assemble import Assembler, Assembly
@@ -69,7 +70,9 @@ class Pipeline:
         config: PipelineConfig = PipelineConfig(),
         gate: JudgeGate | None = None,
         label_spans: Callable[[Sequence[Span]], None] | None = None,
+        dependencies: Dependencies | None = None,
     ) -> None:
+        self._dependencies = dependencies or Dependencies()  # awaited at start-up: intake waits
         self._label_spans = label_spans  # human labels in annotation spans (agent/trust)
         self._assembler = assembler
         self._sampler = sampler
@@ -108,8 +111,10 @@ class Pipeline:
         return self.pause_reason() is None
 
     def pause_reason(self) -> str | None:
-        if self.gate.failing:
-            reason: str | None = "judge_unavailable"
+        if not self._dependencies.ready():
+            reason: str | None = "waiting_for_dependency"
+        elif self.gate.failing:
+            reason = "judge_unavailable"
         elif self._ledger.pending >= self._max_pending:
             reason = "queue_full"
         else:
@@ -301,11 +306,14 @@ class Agent:
     shutdown_timeout: float = 10.0
     # Sources that cannot redeliver (OTLP) assemble what is buffered at shutdown; Kafka keeps it.
     flush_incomplete: bool = True
+    # Kafka, Redis, the OTLP results endpoint: waited for when absent at start (agent/infra/waiting.py).
+    dependencies: Dependencies = field(default_factory=Dependencies)
     _self_check_task: asyncio.Task[object] | None = None
 
     async def start(self) -> None:
         mark_own_telemetry()  # any OpenTelemetry SDK set up in this process tags its spans as ours
         await self.metrics_server.start()
+        await self.dependencies.start()
         await self.budget.start()
         await self.pipeline.start()
         await self.source.start(self.pipeline)
@@ -319,6 +327,7 @@ class Agent:
         if self._self_check_task is not None:
             self._self_check_task.cancel()
             await asyncio.gather(self._self_check_task, return_exceptions=True)
+        await self.dependencies.shutdown()
         await self.source.stop()
         await self.pipeline.shutdown(timeout, flush_incomplete=self.flush_incomplete)
         await self.source.shutdown(timeout)

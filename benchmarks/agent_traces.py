@@ -21,8 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from agent.judges.local import LexicalJudge
 from agent.metrics.context import ContextPrecision
 from agent.model import Chunk, RagInteraction
-from tests.integration.test_agent_frameworks import APPS, DOCS, SCENARIOS, expected_chunks, run_app
-from tests.otlp_support import assembler, total
+from tests.support.agent_apps import APPS, DOCS, SCENARIOS, expected_chunks, run_app
+from tests.support.otlp import assembler, total
 
 
 def cp(interaction: RagInteraction, chunks: list[str]) -> float:

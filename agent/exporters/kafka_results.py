@@ -14,6 +14,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from agent.exporters.result_spans import AGENT_RESOURCE_ATTRIBUTE, EVALUATION_EVENT, evaluation_request
+from agent.infra.kafka_connect import open_kafka
+from agent.infra.waiting import Dependencies, Waiter, cancel
 from agent.model import MetricResult, RagInteraction
 from agent.trust.label_sampling import LabelSampler
 
@@ -27,12 +29,15 @@ class KafkaResultsExporter:
     topic or its buffer is full (the broker is away), so it runs in a small thread pool and gives
     up after `max_block_seconds`. A failed export raises; the pipeline counts it
     (ragpulse_export_failures_total) and retries the interaction later.
+
+    A broker absent at start-up is waited for in the background (agent/infra/waiting.py); until
+    it answers, `export` raises and the pipeline keeps the interaction for later.
     """
 
     def __init__(
         self, producer_options: dict[str, Any], topic: str, *, include_text: bool = False,
         timeout_seconds: float = 30.0, max_block_seconds: float = 5.0, send_threads: int = 4,
-        label_sampler: LabelSampler | None = None,
+        label_sampler: LabelSampler | None = None, dependencies: Dependencies | None = None,
     ) -> None:  # fmt: skip
         self._label_sampler = label_sampler  # marks interactions drawn for human labels
         self._options = producer_options
@@ -43,8 +48,12 @@ class KafkaResultsExporter:
         self._send_threads = send_threads
         self._producer: Any = None
         self._senders: ThreadPoolExecutor | None = None
+        servers = ",".join(producer_options["bootstrap_servers"])
+        self.dependency = (dependencies or Dependencies()).add("Kafka (results topic)", servers)
+        self._waiter = Waiter(self.dependency, self._open_producer)
+        self._connecting: asyncio.Task[None] | None = None
 
-    async def start(self) -> None:
+    async def _open_producer(self) -> Any:
         from kafka import KafkaProducer
 
         options = {
@@ -54,13 +63,24 @@ class KafkaResultsExporter:
             "max_block_ms": int(self._max_block * 1000),
             **self._options,
         }
-        self._producer = await asyncio.to_thread(KafkaProducer, **options)
+        return await open_kafka(KafkaProducer, options, lambda producer: producer.close(0))
+
+    async def start(self) -> None:
         self._senders = ThreadPoolExecutor(max_workers=self._send_threads, thread_name_prefix="results-send")
+        if await self._waiter.try_once():
+            self._producer = self._waiter.result
+        else:
+            self._connecting = asyncio.create_task(self._connect(), name="results-producer")
+
+    async def _connect(self) -> None:
+        self._producer = await self._waiter.until_up()
 
     async def export(self, interaction: RagInteraction, results: Sequence[MetricResult]) -> None:
         producer, senders = self._producer, self._senders
-        if producer is None or senders is None:
+        if senders is None:
             raise RuntimeError("results exporter used before start()")
+        if producer is None:
+            raise ConnectionError(self.dependency.detail)
         marks = (
             self._label_sampler.decide(interaction.interaction_id, results).attributes()
             if self._label_sampler is not None
@@ -89,6 +109,8 @@ class KafkaResultsExporter:
         await asyncio.wait_for(acknowledged, self._timeout)
 
     async def shutdown(self, timeout: float) -> None:
+        connecting, self._connecting = self._connecting, None
+        await cancel(connecting)
         producer, self._producer = self._producer, None
         senders, self._senders = self._senders, None
         if senders is not None:

@@ -15,6 +15,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from agent.infra.endpoint_security import EndpointSecurity
 from agent.infra.looplag import LoopLagMonitor
+from agent.infra.waiting import Dependencies
 from agent.model import MetricResult, Outcome, RagInteraction
 from agent.telemetry import Telemetry
 
@@ -40,7 +41,12 @@ class PrometheusExporter:
 
 
 class MetricsServer:
-    """Serves /metrics for Prometheus, /healthz (process up) and /readyz (able to do work)."""
+    """Serves /metrics for Prometheus, /healthz (process up) and /readyz (able to do work).
+
+    /healthz answers 200 as long as the process serves it, also while a dependency is awaited
+    (a liveness probe must not restart an agent that is waiting for Kafka). /readyz answers 503
+    while a check fails or a dependency is awaited, one line each.
+    """
 
     def __init__(
         self,
@@ -50,7 +56,9 @@ class MetricsServer:
         checks: Mapping[str, Callable[[], bool]],
         security: EndpointSecurity | None = None,
         loop_lag: LoopLagMonitor | None = None,
+        dependencies: Dependencies | None = None,
     ) -> None:
+        self._dependencies = dependencies or Dependencies()
         # TLS and basic auth from a Prometheus web config file (metrics_web_config_file), if any.
         self._security = security or EndpointSecurity()
         self._registry = registry
@@ -94,7 +102,11 @@ class MetricsServer:
         return web.Response(text="ok\n")
 
     async def _readyz(self, request: web.Request) -> web.Response:
-        # One line per check, so an operator sees which part is not ready (source, judge).
+        # One line per check, so an operator sees which part is not ready (source, judge), and one
+        # per dependency still awaited ("waiting for Kafka at host:9092: <error>").
         results = {name: check() for name, check in self._checks.items()}
         body = "".join(f"{name}: {'ok' if ok else 'not ready'}\n" for name, ok in results.items())
-        return web.Response(status=200 if all(results.values()) else 503, text=body)
+        awaited = self._dependencies.awaited()
+        body += "".join(f"{dependency.detail}\n" for dependency in awaited)
+        ready = all(results.values()) and not awaited
+        return web.Response(status=200 if ready else 503, text=body)

@@ -1,4 +1,5 @@
-"""Logging for `ragpulse run`: one format, secrets masked at every level, prompts only on request."""
+"""Logging for `ragpulse run`: one format, secrets masked at every level, prompts only on request,
+and third-party clients quiet unless debugging."""
 
 from __future__ import annotations
 
@@ -13,6 +14,25 @@ from agent.infra.secrets import install_log_masking, url_password
 # Loggers of the judge's HTTP stack that write whole request bodies (the prompts, i.e. the users'
 # queries, chunks and answers) at DEBUG. They stay at INFO unless `log_prompts` is set.
 PROMPT_LOGGERS = ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm", "openai", "httpx", "httpcore")
+# Client libraries that write a line per connection attempt or request (kafka-python logs ~4 lines a
+# second, at ERROR, while a broker is away). Below DEBUG they are held at these levels: the agent
+# says what matters itself, once per interval (agent/infra/waiting.py, agent/throttled_log.py).
+# `--log-level DEBUG` lets everything through.
+QUIET_LOGGERS = {
+    "kafka": logging.CRITICAL,
+    "redis": logging.ERROR,
+    "litellm": logging.WARNING,
+    "LiteLLM": logging.WARNING,
+    "LiteLLM Router": logging.WARNING,
+    "LiteLLM Proxy": logging.WARNING,
+    "openai": logging.WARNING,
+    "httpx": logging.WARNING,
+    "httpcore": logging.WARNING,
+    "urllib3": logging.WARNING,
+    "aiohttp": logging.WARNING,
+    "asyncio": logging.ERROR,
+    "grpc": logging.ERROR,
+}
 # Environment variables whose values are secrets wherever they appear (provider keys for litellm).
 _SECRET_ENV_SUFFIXES = ("_API_KEY", "_TOKEN", "_PASSWORD", "_SECRET", "_SECRET_KEY", "_ACCESS_KEY")
 
@@ -36,6 +56,9 @@ def configure_logging(settings: Settings) -> None:
         level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
     install_log_masking(secret_values(settings))
+    if settings.log_level != "DEBUG":
+        for name, level in QUIET_LOGGERS.items():
+            logging.getLogger(name).setLevel(level)
     if not settings.security.log_prompts:
         for name in PROMPT_LOGGERS:
             logger = logging.getLogger(name)

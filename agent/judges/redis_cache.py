@@ -20,6 +20,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 from urllib.parse import unquote, urlsplit
 
+from agent.config import ConfigError
+from agent.infra.secrets import mask_url
 from agent.infra.throttled_log import ThrottledLog
 
 log = logging.getLogger(__name__)
@@ -35,7 +37,18 @@ def redis_client(url: str, *, socket_timeout: float = 1.0, max_connections: int 
     After a Redis restart the pool's connections are stale: a command that fails on one with a
     connection error is retried once on a fresh connection, and idle connections are checked
     before reuse, so recovery is immediate instead of one failure per pooled connection.
+
+    A URL it cannot use raises ConfigError naming the setting. The client connects on first use:
+    a Redis that is not up yet is waited for by the agent (its `ping` is the probe, see
+    agent/infra/waiting.py), not by this function.
     """
+    try:
+        return _client(url, socket_timeout, max_connections)
+    except ValueError as exc:
+        raise ConfigError(f"redis_url (env RAGPULSE_REDIS_URL): {mask_url(str(exc))}") from None
+
+
+def _client(url: str, socket_timeout: float, max_connections: int) -> Any:
     from redis.asyncio import BlockingConnectionPool, Redis
     from redis.asyncio.cluster import ClusterNode, RedisCluster
     from redis.asyncio.retry import Retry

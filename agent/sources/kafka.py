@@ -25,6 +25,10 @@ partitions that came back and forgotten for the others (their next owner reads t
 messages of theirs still being handled are not tracked). While intake is paused (evaluation
 queue full, judge unavailable) every owned partition is paused, including partitions assigned
 later.
+
+A broker absent or late at start-up is waited for (agent/infra/waiting.py): `start` tries once,
+then the consumer task keeps trying at growing intervals, with one log line per attempt, and
+`ready()` stays False until the consumer is connected.
 """
 
 from __future__ import annotations
@@ -46,7 +50,9 @@ from kafka.consumer.subscription_state import AsyncConsumerRebalanceListener
 from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata
 
+from agent.infra.kafka_connect import open_kafka
 from agent.infra.throttled_log import ThrottledLog
+from agent.infra.waiting import Dependencies, Waiter
 from agent.otlp.decode import KAFKA_ENCODINGS, DecodedRequest, UndecodableError, decode_kafka_value
 from agent.sources.base import Intake
 from agent.sources.handover import DECODE_INLINE_BYTES, LoopTurns, slices
@@ -125,6 +131,7 @@ class KafkaSource:
         config: KafkaSourceConfig,
         telemetry: Telemetry,
         on_fatal: Callable[[], None] | None = None,
+        dependencies: Dependencies | None = None,
     ) -> None:
         if config.encoding not in KAFKA_ENCODINGS:
             raise ValueError(
@@ -158,6 +165,9 @@ class KafkaSource:
         # committed) so that its supervisor restarts it; a replica that silently stops consuming
         # while its liveness probe says 200 is the failure this avoids.
         self._on_fatal = on_fatal or (lambda: os.kill(os.getpid(), signal.SIGTERM))
+        servers = ",".join(config.connection["bootstrap_servers"])
+        self.dependency = (dependencies or Dependencies()).add("Kafka", servers)
+        self._waiter = Waiter(self.dependency, self._open_consumer)
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -165,13 +175,23 @@ class KafkaSource:
         self._intake = intake
         # One thread: decoding holds the interpreter lock, a second one would not go faster.
         self._decoder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafka-decode")
-        consumer = await asyncio.to_thread(KafkaConsumer, **self._config.consumer_options())
+        if await self._waiter.try_once():
+            self._subscribe(self._waiter.result)
+        # Else the consumer task waits for the broker first (one log line per attempt).
+        self._task = asyncio.create_task(self._connect_and_run(), name="kafka-source")
+        self._task.add_done_callback(self._task_ended)
+
+    async def _open_consumer(self) -> KafkaConsumer:
+        return await open_kafka(
+            KafkaConsumer, self._config.consumer_options(), lambda c: c.close(autocommit=False)
+        )
+
+    def _subscribe(self, consumer: KafkaConsumer | None) -> None:
+        assert consumer is not None
         consumer.subscribe([self._config.topic], listener=_Rebalance(self))
         self._consumer = consumer
         self._connected = True
         self._unowned_since = time.monotonic()
-        self._task = asyncio.create_task(self._run(), name="kafka-source")
-        self._task.add_done_callback(self._task_ended)
         log.info(
             "consuming %s from %s as group %s (%s)",
             self._config.topic,
@@ -179,6 +199,11 @@ class KafkaSource:
             self._config.group_id,
             self._config.encoding,
         )
+
+    async def _connect_and_run(self) -> None:
+        if self._consumer is None:
+            self._subscribe(await self._waiter.until_up())
+        await self._run()
 
     def _task_ended(self, task: asyncio.Task[None]) -> None:
         if task.cancelled() or self._stopping:
@@ -204,6 +229,8 @@ class KafkaSource:
         """Stop polling; what was already handed to the pipeline is still committed at shutdown."""
         self._stopping = True
         if self._task is not None:
+            if self._consumer is None:
+                self._task.cancel()  # still waiting for the broker: nothing to finish
             await asyncio.gather(self._task, return_exceptions=True)
 
     async def shutdown(self, timeout: float) -> None:

@@ -14,7 +14,7 @@ import pytest
 
 from agent.model import Turn, conversation_query, relevance_query, split_conversation
 from agent.otlp.assemble import NOT_RAG
-from tests.otlp_support import Recorder, assembler, decoded, set_all, total
+from tests.support.otlp import Recorder, assembler, decoded, set_all, total
 
 QUESTION = "Which river flows through Paris, and how many bridges cross it?"
 SEINE = ["The Seine flows through Paris.", "The Seine reaches the English Channel at Le Havre."]
