@@ -7,7 +7,14 @@ from collections.abc import Sequence
 
 import pytest
 
-from agent.judges.base import ChunkAssessment, ClaimVerdict, JudgeError
+from agent.judges.base import (
+    AnswerComparison,
+    ChunkAssessment,
+    ClaimVerdict,
+    InteractionVerdicts,
+    JudgeError,
+    answer_separately,
+)
 from agent.judges.cache import (
     CachedJudge,
     MemoryVerdictCache,
@@ -57,6 +64,9 @@ class CountingJudge:
     def prompt_version(self, kind: str) -> str:
         return "v1"
 
+    def healthy(self) -> bool:
+        return True
+
     async def assess_chunks(
         self, query: str, answer: str | None, chunks: Sequence[str]
     ) -> list[ChunkAssessment]:
@@ -71,6 +81,19 @@ class CountingJudge:
             raise JudgeError("judge unavailable", retryable=True)
         await asyncio.sleep(0.01)  # let a concurrent identical question arrive while this one is in flight
         return await self._lexical.check_response(query, response, chunks)
+
+    async def assess_interaction(
+        self, query: str, response: str, chunks: Sequence[str]
+    ) -> InteractionVerdicts:
+        return await answer_separately(self, query, response, chunks)
+
+    async def check_reference(self, reference: str, chunks: Sequence[str]) -> list[Verdict]:
+        self.calls.append(["check_reference", reference])
+        return await self._lexical.check_reference(reference, chunks)
+
+    async def compare_answers(self, query: str, response: str, reference: str) -> AnswerComparison:
+        self.calls.append(["compare_answers", response, reference])
+        return await self._lexical.compare_answers(query, response, reference)
 
 
 class Stats:
@@ -234,7 +257,7 @@ def test_every_wrapper_passes_the_judges_identity_and_health_through() -> None:
             return False
 
     telemetry = Telemetry(CollectorRegistry())
-    for inner, health in ((Refusing(), False), (CountingJudge(), True)):  # no healthy(): healthy
+    for inner, health in ((Refusing(), False), (CountingJudge(), True)):
         wrapped = [
             BoundedJudge(inner),
             InstrumentedJudge(inner, telemetry),
