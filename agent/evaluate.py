@@ -1,31 +1,43 @@
-"""Evaluate: run every configured metric on one interaction, concurrently.
+"""Evaluate: run every configured metric on one interaction, concurrently; the one Evaluator of
+the stream and of `ragpulse eval`.
 
-When the metrics ask both chunk and claim questions and the judge can answer them in one call,
-that combined answer is handed to the metrics directly (not only through the verdict cache, so a
-cache that is down costs no extra judge call). A retryable judge failure (open breaker, timeout,
-5xx, 429) is reported beside the results, so the pipeline defers the interaction instead of
-recording errors that say nothing about it.
+Each judge question is asked once per interaction. The metrics see the judge through a view of
+their own evaluation (`_InteractionJudge`) that answers a question asked before from the first
+answer, so two metrics asking the same question (context precision and context relevancy) share
+one. When the metrics ask both chunk and claim questions about the response, the evaluator first
+asks the combined `assess_interaction` (one call for an LLM judge) and the view answers the
+metrics' questions from it, with or without a verdict cache behind the judge.
+
+A retryable judge failure (open breaker, timeout, 5xx, 429) is reported beside the results, so
+the caller defers the interaction (the stream) or retries it (`ragpulse eval`) instead of
+recording errors that say nothing about it. The verdicts the metrics obtained are kept on the
+evaluation (`JudgedVerdicts`), so a report can show them without asking the judge again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from agent.judges.base import (
     ASSESS_CHUNKS,
+    ASSESS_INTERACTION,
+    CHECK_REFERENCE,
     CHECK_RESPONSE,
+    COMPARE_ANSWERS,
     AnswerComparison,
     ChunkAssessment,
     ClaimVerdict,
+    InteractionVerdicts,
     Judge,
     JudgeError,
     JudgeWrapper,
 )
 from agent.metrics.base import Metric
+from agent.metrics.context import anchor
 from agent.model import MetricResult, RagInteraction, Verdict
 
 log = logging.getLogger(__name__)
@@ -33,36 +45,58 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
+class JudgedVerdicts:
+    """The judge's verdicts on one interaction, as the metrics obtained them while scoring it.
+
+    `chunks`: one assessment per chunk (usefulness for the answer the metrics judged against:
+    the reference when known, else the response); `claims`: the response's claims checked
+    against all the chunks. None where no metric asked that question or it failed. Reasons are
+    what the judge gave in this evaluation (none for verdicts the cache answered).
+    """
+
+    chunks: tuple[ChunkAssessment, ...] | None = None
+    claims: tuple[ClaimVerdict, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Evaluation:
-    """The metrics' results, and the retryable judge failure behind any error among them."""
+    """The metrics' results, the retryable judge failure behind any error among them, and the
+    verdicts obtained."""
 
     results: list[MetricResult]
     retryable: JudgeError | None = None
+    verdicts: JudgedVerdicts = JudgedVerdicts()
 
 
 class _InteractionJudge(JudgeWrapper):
-    """The judge as one evaluation sees it: answers prefetched questions from the combined answer
-    and remembers a retryable failure. One per evaluation, so nothing is shared between them."""
+    """The judge as one evaluation sees it: each question asked once (later and concurrent askers
+    share the first answer, a failure included), the combined answer standing in for the two
+    questions it answers, and the first retryable failure remembered. One per evaluation, so
+    nothing is shared between interactions."""
 
     def __init__(self, judge: Judge) -> None:
         super().__init__(judge)
         self.retryable: JudgeError | None = None
-        self._prefetched: tuple[tuple[str, str, tuple[str, ...]], Any] | None = None
+        self._asked: dict[tuple[object, ...], asyncio.Future[Any]] = {}
 
-    def prefill(
-        self,
-        query: str,
-        response: str,
-        chunks: Sequence[str],
-        answer: tuple[list[ChunkAssessment], list[ClaimVerdict]],
-    ) -> None:
-        self._prefetched = ((query, response, tuple(chunks)), answer)
+    async def _once(self, key: tuple[object, ...], ask: Callable[[], Awaitable[T]]) -> T:
+        known = self._asked.get(key)
+        if known is None:
+            known = self._asked[key] = asyncio.ensure_future(self._call(ask()))
+        result: T = await known
+        return result
 
-    def _known(self, query: str, answer: str | None, chunks: Sequence[str]) -> Any:
-        if self._prefetched is None or answer is None:
+    def answered(self, key: tuple[object, ...]) -> Any:
+        """The successful answer to a question asked in this evaluation, else None."""
+        known = self._asked.get(key)
+        if known is None or not known.done() or known.cancelled() or known.exception() is not None:
             return None
-        key, value = self._prefetched
-        return value if key == (query, answer, tuple(chunks)) else None
+        return known.result()
+
+    def _seed(self, key: tuple[object, ...], value: object) -> None:
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        future.set_result(value)
+        self._asked.setdefault(key, future)
 
     async def _call(self, call: Awaitable[T]) -> T:
         try:
@@ -75,33 +109,51 @@ class _InteractionJudge(JudgeWrapper):
     async def assess_chunks(
         self, query: str, answer: str | None, chunks: Sequence[str]
     ) -> list[ChunkAssessment]:
-        known = self._known(query, answer, chunks)
-        if known is not None:
-            return list(known[0])
-        return await self._call(self._inner.assess_chunks(query, answer, chunks))
+        key = (ASSESS_CHUNKS, query, answer, tuple(chunks))
+        return list(await self._once(key, lambda: self._chunks(query, answer, chunks)))
+
+    async def _chunks(
+        self, query: str, answer: str | None, chunks: Sequence[str]
+    ) -> tuple[ChunkAssessment, ...]:
+        return tuple(await self._inner.assess_chunks(query, answer, chunks))
 
     async def check_response(self, query: str, response: str, chunks: Sequence[str]) -> list[ClaimVerdict]:
-        known = self._known(query, response, chunks)
-        if known is not None:
-            return list(known[1])
-        return await self._call(self._inner.check_response(query, response, chunks))
+        key = (CHECK_RESPONSE, query, response, tuple(chunks))
+        return list(await self._once(key, lambda: self._claims(query, response, chunks)))
+
+    async def _claims(self, query: str, response: str, chunks: Sequence[str]) -> tuple[ClaimVerdict, ...]:
+        return tuple(await self._inner.check_response(query, response, chunks))
+
+    async def assess_interaction(
+        self, query: str, response: str, chunks: Sequence[str]
+    ) -> InteractionVerdicts:
+        key = (ASSESS_INTERACTION, query, response, tuple(chunks))
+        answer: InteractionVerdicts = await self._once(
+            key, lambda: self._inner.assess_interaction(query, response, chunks)
+        )
+        # The combined answer answers the two questions it stands for.
+        self._seed((ASSESS_CHUNKS, query, response, tuple(chunks)), answer.chunks)
+        self._seed((CHECK_RESPONSE, query, response, tuple(chunks)), answer.claims)
+        return answer
 
     async def check_reference(self, reference: str, chunks: Sequence[str]) -> list[Verdict]:
-        return await self._call(self._inner.check_reference(reference, chunks))
+        key = (CHECK_REFERENCE, reference, tuple(chunks))
+        return list(await self._once(key, lambda: self._references(reference, chunks)))
+
+    async def _references(self, reference: str, chunks: Sequence[str]) -> tuple[Verdict, ...]:
+        return tuple(await self._inner.check_reference(reference, chunks))
 
     async def compare_answers(self, query: str, response: str, reference: str) -> AnswerComparison:
-        return await self._call(self._inner.compare_answers(query, response, reference))
+        key = (COMPARE_ANSWERS, query, response, reference)
+        return await self._once(key, lambda: self._inner.compare_answers(query, response, reference))
 
 
 class Evaluator:
+    """Scores interactions with `metrics`, asking `judge` (the whole judge stack)."""
+
     def __init__(self, metrics: Sequence[Metric], judge: Judge) -> None:
         self._metrics = tuple(metrics)
         self._judge = judge
-        asked = set().union(*(m.questions for m in self._metrics))
-        # Both chunk and claim questions: one combined judge call can serve all the metrics.
-        self._prefetch = (
-            getattr(judge, "prefetch", None) if {ASSESS_CHUNKS, CHECK_RESPONSE} <= asked else None
-        )
 
     @property
     def metric_names(self) -> tuple[str, ...]:
@@ -110,30 +162,50 @@ class Evaluator:
     async def evaluate(self, interaction: RagInteraction) -> list[MetricResult]:
         return (await self.assess(interaction)).results
 
-    async def assess(self, interaction: RagInteraction) -> Evaluation:
+    async def assess(self, interaction: RagInteraction, only: Collection[str] | None = None) -> Evaluation:
+        """Score `interaction` with every metric (or those named in `only`)."""
+        metrics = self._metrics if only is None else tuple(m for m in self._metrics if m.name in only)
         judge = _InteractionJudge(self._judge)
-        if self._prefetch is not None and interaction.chunks and interaction.response:
-            chunks = [c.content for c in interaction.chunks]
+        chunks = [c.content for c in interaction.chunks]
+        asked = set().union(*(m.questions for m in metrics))
+        # Both chunk and claim questions about the response: one combined question serves all
+        # the metrics. (With a reference, chunk usefulness is judged against it instead.)
+        combined = (
+            {ASSESS_CHUNKS, CHECK_RESPONSE} <= asked
+            and bool(chunks)
+            and bool(interaction.response)
+            and anchor(interaction) == interaction.response
+        )
+        if combined:
+            assert interaction.response is not None
             try:
-                answer = await self._prefetch(interaction.judged_query, interaction.response, chunks)
+                await judge.assess_interaction(interaction.judged_query, interaction.response, chunks)
             except JudgeError as exc:
                 if exc.retryable:
-                    # The judge is away: asking again per metric would only triple the failures.
-                    return Evaluation(
-                        [
-                            MetricResult.error(m.name, str(exc), judge=self._judge.model)
-                            for m in self._metrics
-                        ],
-                        exc,
-                    )
-                answer = None  # a permanent failure of the combined prompt: the metrics ask alone
-            except Exception:  # an optimisation only: the metrics still ask for themselves
+                    # The judge is away: asking again per metric would only multiply the failures.
+                    errors = [MetricResult.error(m.name, str(exc), judge=self._judge.model) for m in metrics]
+                    return Evaluation(errors, exc)
+                # A permanent failure of the combined question: the metrics ask their own (a
+                # verdict cache then sends only what the failed answer's valid part left open).
+            except Exception:  # stage boundary: the metrics still ask for themselves
                 log.exception("combined judge call failed on interaction %s", interaction.interaction_id)
-                answer = None
-            if answer is not None:
-                judge.prefill(interaction.judged_query, interaction.response, chunks, answer)
-        results = list(await asyncio.gather(*(self._one(m, interaction, judge) for m in self._metrics)))
-        return Evaluation(results, judge.retryable)
+        results = list(await asyncio.gather(*(self._one(m, interaction, judge) for m in metrics)))
+        return Evaluation(results, judge.retryable, self._verdicts(judge, interaction, chunks))
+
+    @staticmethod
+    def _verdicts(
+        judge: _InteractionJudge, interaction: RagInteraction, chunks: Sequence[str]
+    ) -> JudgedVerdicts:
+        chunks_key = tuple(chunks)
+        assessed = judge.answered(
+            (ASSESS_CHUNKS, interaction.judged_query, anchor(interaction) or None, chunks_key)
+        )
+        claims = None
+        if interaction.response is not None:
+            claims = judge.answered(
+                (CHECK_RESPONSE, interaction.judged_query, interaction.response, chunks_key)
+            )
+        return JudgedVerdicts(assessed, claims)
 
     async def _one(self, metric: Metric, interaction: RagInteraction, judge: Judge) -> MetricResult:
         try:

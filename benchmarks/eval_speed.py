@@ -1,14 +1,19 @@
-"""How fast `ragpulse eval` scores, and how soon `ragpulse demo` shows its first score.
+"""How fast `ragpulse eval` runs, how much of it is the judge, and how soon `ragpulse demo` scores.
 
-- eval: 1,000 distinct items (question, 4 retrieved passages, answer; from the demo's knowledge
-  base, each question made unique so that no verdict comes from the cache) scored with the four
-  reference-free metrics, end to end through the CLI (`python -m agent eval`), on the local
-  lexical judge and on the OpenAI-compatible test LLM server answering after 300 ms.
-  Items/s = items / wall time of the command (process start, imports and report included).
-- demo: wall time from launching `python -m agent demo` to the first non-zero
+- latency (the default): 30 distinct samples (question, k=5 retrieved passages from the demo's
+  knowledge base, answer; each question made unique so that no verdict comes from the cache)
+  scored with the four reference-free metrics, end to end through the CLI (`python -m agent
+  eval`), against the OpenAI-compatible test LLM server answering after 300 ms. Printed: the
+  command's wall time (process start, imports, scoring, summary and report), the judge's own
+  time (the time during which the server was answering at least one request: what no client
+  can save) and the judge calls per sample, counted at the server.
+- throughput (`--items 1000`): the same with more samples, on the local lexical judge and the
+  test LLM server; items/s = items / wall time of the command.
+- demo (`--demo`): wall time from launching `python -m agent demo` to the first non-zero
   `ragpulse_score_count` on its /metrics, and the demo's own figure (demo.json).
 
-Run: .venv/bin/python -m benchmarks.eval_speed [--items 1000] [--latency 0.3]
+Run: .venv/bin/python -m benchmarks.eval_speed [--samples 30] [--latency 0.3] [--k 5]
+     [--items 1000] [--demo]
 """
 
 from __future__ import annotations
@@ -18,11 +23,13 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from agent.demo.traffic import Phase, TrafficModel
-from benchmarks.harness import Benchmark, line, run_seed
+from benchmarks.harness import Benchmark, line
 from tests.support.llm_server import FakeLLMServer
 from tests.support.net import free_port, scrape
 from tests.support.repo import ROOT
@@ -30,8 +37,35 @@ from tests.support.repo import ROOT
 METRICS = "context_precision,context_relevancy,faithfulness,answer_relevancy"
 
 
-def write_items(path: Path, count: int) -> None:
-    model = TrafficModel(seed=run_seed())
+class TimedServer(FakeLLMServer):
+    """The test LLM server, also recording when each request was being answered."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.intervals: list[tuple[float, float]] = []
+        self._timing = threading.Lock()
+
+    def _handle(self, body: dict[str, Any]) -> tuple[int, dict[str, Any] | str]:
+        started = time.monotonic()
+        try:
+            return super()._handle(body)
+        finally:
+            with self._timing:
+                self.intervals.append((started, time.monotonic()))
+
+    def busy_seconds(self) -> float:
+        """Length of the union of the answering intervals: the judge's own time."""
+        total, end = 0.0, float("-inf")
+        for start, stop in sorted(self.intervals):
+            if stop <= end:
+                continue
+            total += stop - max(start, end)
+            end = stop
+        return total
+
+
+def write_items(path: Path, count: int, k: int = 4) -> None:
+    model = TrafficModel(seed=11, top_k=k)
     with path.open("w") as handle:
         for n in range(count):
             drawn = model.draw(Phase.HEALTHY)
@@ -50,6 +84,14 @@ def clean_env(extra: dict[str, str]) -> dict[str, str]:
     return env
 
 
+def llm_env(server: FakeLLMServer) -> dict[str, str]:
+    return {
+        "RAGPULSE_JUDGE_MODEL": "openai/ragpulse-test-judge",
+        "RAGPULSE_JUDGE_API_BASE": server.api_base,
+        "RAGPULSE_JUDGE_API_KEY": "test-key",
+    }
+
+
 def time_eval(data: Path, out: Path, env: dict[str, str]) -> float:
     started = time.perf_counter()
     run = subprocess.run(
@@ -64,6 +106,34 @@ def time_eval(data: Path, out: Path, env: dict[str, str]) -> float:
     if errors:
         raise SystemExit(f"{errors} judge errors: the figure would not be a throughput")
     return elapsed
+
+
+def latency_run(work: Path, samples: int, latency: float, k: int) -> None:
+    data = work / "samples.jsonl"
+    write_items(data, samples, k)
+    with TimedServer(latency=latency) as server:
+        wall = time_eval(data, work / "latency", llm_env(server))
+        calls, judge = server.stats.calls, server.busy_seconds()
+    line(
+        f"eval, {samples} samples, k={k}, test LLM judge at {latency * 1000:.0f} ms: wall {wall:.2f}s, "
+        f"judge's own time {judge:.2f}s, not judging {wall - judge:.2f}s; "
+        f"{calls} judge calls = {calls / samples:.2f} per sample"
+    )
+
+
+def throughput_run(work: Path, items: int, latency: float) -> None:
+    data = work / "items.jsonl"
+    write_items(data, items)
+    local = time_eval(data, work / "local", {})
+    line(f"eval, lexical judge: {items} items in {local:.1f}s = {items / local:.0f} items/s")
+    with TimedServer(latency=latency) as server:
+        llm = time_eval(data, work / "llm", llm_env(server))
+        calls = server.stats.calls
+    line(
+        f"eval, test LLM judge at {latency * 1000:.0f} ms: {items} items in {llm:.1f}s = "
+        f"{items / llm:.1f} items/s ({calls} judge calls, {calls / items:.2f} per item; "
+        "eval_concurrency=32)"
+    )
 
 
 def demo_first_score(work: Path) -> tuple[float, float]:
@@ -94,30 +164,24 @@ def demo_first_score(work: Path) -> tuple[float, float]:
 def main() -> None:
     bench = Benchmark(__doc__, description=__doc__.splitlines()[0], seed=11)
     parser = bench.parser
-    parser.add_argument("--items", type=int, default=1000)
-    parser.add_argument("--latency", type=float, default=0.3)
+    parser.add_argument("--samples", type=int, default=30, help="samples of the latency run")
+    parser.add_argument("--latency", type=float, default=0.3, help="the test judge's answer time (s)")
+    parser.add_argument("--k", type=int, default=5, help="retrieved passages per sample")
+    parser.add_argument("--repeat", type=int, default=1, help="latency runs (each printed)")
+    parser.add_argument("--items", type=int, default=0, help="also a throughput run of this many items")
+    parser.add_argument("--demo", action="store_true", help="also time the demo's first score")
     args = bench.parse()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        data = work / "items.jsonl"
-        write_items(data, args.items)
-        local = time_eval(data, work / "local", {})
-        line(f"eval, lexical judge: {args.items} items in {local:.1f}s = {args.items / local:.0f} items/s")
-        with FakeLLMServer(latency=args.latency) as server:
-            env = {
-                "RAGPULSE_JUDGE_MODEL": "openai/ragpulse-test-judge",
-                "RAGPULSE_JUDGE_API_BASE": server.api_base,
-                "RAGPULSE_JUDGE_API_KEY": "test-key",
-            }
-            llm = time_eval(data, work / "llm", env)
-            calls = server.stats.calls
-        line(
-            f"eval, test LLM judge at {args.latency * 1000:.0f} ms: {args.items} items in {llm:.1f}s = "
-            f"{args.items / llm:.1f} items/s ({calls} judge calls, {calls / args.items:.2f} per item; "
-            "eval_concurrency=32)"
-        )
-        wall, own = demo_first_score(work)
-        line(f"demo: first score {wall:.1f}s after launch (its own clock, from after imports: {own:.1f}s)")
+        for _ in range(args.repeat):
+            latency_run(work, args.samples, args.latency, args.k)
+        if args.items:
+            throughput_run(work, args.items, args.latency)
+        if args.demo:
+            wall, own = demo_first_score(work)
+            line(
+                f"demo: first score {wall:.1f}s after launch (its own clock, from after imports: {own:.1f}s)"
+            )
 
 
 if __name__ == "__main__":

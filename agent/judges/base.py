@@ -1,13 +1,17 @@
 """The Judge contract: typed questions in, typed verdicts out; metrics never see prompts.
 
 A judge answers every item of a question in one go (all chunks of an interaction at once), so an
-LLM judge makes one call per question, not one per chunk. Questions that read the same text are
-fused so that the four reference-free metrics cost two calls per interaction:
+LLM judge makes one call per question, not one per chunk. The questions:
 
 - `assess_chunks`: per chunk, was it useful for the answer, and which of its statements are
   relevant to the query (context precision and context relevancy).
 - `check_response`: the response's claims, each checked for support by the chunks and for
   relevance to the query (faithfulness and answer relevancy).
+- `assess_interaction`: both questions above about one interaction, answered together. An LLM
+  judge answers it with one call, so the four reference-free metrics cost one call per
+  interaction; a judge without that saving answers it by asking the two questions
+  (`answer_separately`). Every judge and every wrapper implements it: the saving is part of the
+  contract, not an ability found at run time.
 - `check_reference`: the reference's claims, each checked for attribution to the chunks
   (context recall).
 - `compare_answers`: the response's claims checked against the reference and the reference's
@@ -16,10 +20,16 @@ fused so that the four reference-free metrics cost two calls per interaction:
 A judge that cannot answer raises JudgeError; it never makes up a verdict. When part of its
 answer was valid (4 of 5 chunks), the error carries that part (`PartialAnswer`) so that a cache
 can keep it and the next question asks only for the rest; the question itself still failed.
+
+Wrappers (verdict cache, redaction, instruments, bounds) implement the same Protocol and forward
+every method explicitly (`JudgeWrapper` makes each question abstract), so the order in which they
+are stacked never skips redaction or caching.
 """
 
 from __future__ import annotations
 
+import asyncio
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -103,6 +113,16 @@ class AnswerComparison:
 
 
 @dataclass(frozen=True, slots=True)
+class InteractionVerdicts:
+    """The answer to `assess_interaction`: what `assess_chunks(query, response, chunks)` and
+    `check_response(query, response, chunks)` answer, one assessment per chunk in order and the
+    response's claims."""
+
+    chunks: tuple[ChunkAssessment, ...]
+    claims: tuple[ClaimVerdict, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class PartialAnswer:
     """The valid part of an answer that failed as a whole (a chunk without a verdict, twice).
 
@@ -128,7 +148,11 @@ class PartialAnswer:
 
 
 class Judge(Protocol):
-    """Answers typed questions about an interaction's text."""
+    """Answers typed questions about an interaction's text (see the module docstring).
+
+    Every method is part of the contract: a wrapper forwards each one explicitly, and callers
+    never probe a judge for optional abilities.
+    """
 
     @property
     def model(self) -> str:
@@ -137,6 +161,11 @@ class Judge(Protocol):
 
     def prompt_version(self, kind: str) -> str:
         """Version of the instructions used for a question kind; part of the cache key."""
+        ...
+
+    def healthy(self) -> bool:
+        """False while the judge refuses calls (an LLM judge's open circuit breaker); readiness
+        reports it. A judge that never refuses is always healthy."""
         ...
 
     async def assess_chunks(
@@ -151,6 +180,16 @@ class Judge(Protocol):
         `query`. An empty list means the response makes no claim."""
         ...
 
+    async def assess_interaction(
+        self, query: str, response: str, chunks: Sequence[str]
+    ) -> InteractionVerdicts:
+        """`assess_chunks(query, response, chunks)` and `check_response(query, response, chunks)`
+        answered together: one call for an LLM judge (the saving that makes the four
+        reference-free metrics cost one call per interaction), the two questions for a judge
+        without it (`answer_separately`). Fails as a whole, like any question; valid verdicts
+        of a failed answer travel on the JudgeError as its `partial`."""
+        ...
+
     async def check_reference(self, reference: str, chunks: Sequence[str]) -> list[Verdict]:
         """The reference's claims, each: can it be attributed to `chunks`?"""
         ...
@@ -161,23 +200,24 @@ class Judge(Protocol):
         ...
 
 
-class InteractionJudge(Protocol):
-    """A judge that can answer `assess_chunks` and `check_response` for one interaction at once."""
+async def answer_separately(
+    judge: Judge, query: str, response: str, chunks: Sequence[str]
+) -> InteractionVerdicts:
+    """`assess_interaction` for a judge that has no combined question: the two questions, asked
+    concurrently."""
+    assessed, claims = await asyncio.gather(
+        judge.assess_chunks(query, response, chunks), judge.check_response(query, response, chunks)
+    )
+    return InteractionVerdicts(tuple(assessed), tuple(claims))
 
-    async def assess_interaction(
-        self, query: str, response: str, chunks: Sequence[str]
-    ) -> tuple[list[ChunkAssessment], list[ClaimVerdict]]:
-        """What assess_chunks(query, response, chunks) and check_response(query, response, chunks)
-        would answer, from one call."""
-        ...
 
-
-class JudgeWrapper:
+class JudgeWrapper(ABC):
     """Base of the judges that wrap another one (verdict cache, redaction, instruments, bounds,
     one evaluation's view).
 
-    The wrapped judge's identity, prompt versions and health pass through unchanged, so that a
-    wrapper states only what it changes: the questions it answers differently.
+    The wrapped judge's identity, prompt versions and health pass through unchanged. Every
+    question is abstract here: a wrapper states how it handles each one, so a wrapper that
+    forgot one (and would hand unredacted text on, or skip the cache) cannot be built.
     """
 
     def __init__(self, inner: Judge) -> None:
@@ -195,12 +235,25 @@ class JudgeWrapper:
         return self._inner.prompt_version(kind)
 
     def healthy(self) -> bool:
-        """False while the wrapped judge refuses calls; a judge that cannot tell is healthy."""
-        healthy = getattr(self._inner, "healthy", None)
-        return healthy() if callable(healthy) else True
+        return self._inner.healthy()
 
+    @abstractmethod
+    async def assess_chunks(
+        self, query: str, answer: str | None, chunks: Sequence[str]
+    ) -> list[ChunkAssessment]: ...
 
-class HealthReporter(Protocol):
-    def healthy(self) -> bool:
-        """False while the judge refuses calls (an open circuit breaker)."""
-        ...
+    @abstractmethod
+    async def check_response(
+        self, query: str, response: str, chunks: Sequence[str]
+    ) -> list[ClaimVerdict]: ...
+
+    @abstractmethod
+    async def assess_interaction(
+        self, query: str, response: str, chunks: Sequence[str]
+    ) -> InteractionVerdicts: ...
+
+    @abstractmethod
+    async def check_reference(self, reference: str, chunks: Sequence[str]) -> list[Verdict]: ...
+
+    @abstractmethod
+    async def compare_answers(self, query: str, response: str, reference: str) -> AnswerComparison: ...

@@ -11,8 +11,8 @@ failed repair) are stored too, so the next question about the same chunks (the m
 fallback, a later interaction) asks only for the one still missing. The failure itself is still
 raised: it becomes an `error` outcome, never a score.
 
-`CachedJudge` also merges identical questions asked concurrently (single flight): context
-precision and context relevancy ask the same `assess_chunks` question, and share one answer.
+`CachedJudge` also merges identical questions asked concurrently (single flight), so
+interactions scored at the same time that share chunks or a response share one judge call.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from agent.judges.base import (
     AnswerComparison,
     ChunkAssessment,
     ClaimVerdict,
+    InteractionVerdicts,
     Judge,
     JudgeError,
     JudgeWrapper,
@@ -269,41 +270,41 @@ class CachedJudge(JudgeWrapper):
             entries[claims_key] = encode_claims(claims)
         await self._cache.set_many(entries)
 
-    async def prefetch(
+    async def assess_interaction(
         self, query: str, response: str, chunks: Sequence[str]
-    ) -> tuple[list[ChunkAssessment], list[ClaimVerdict]] | None:
-        """Answer assess_chunks and check_response for one interaction in one judge call, when the
-        judge can and the cache knows neither. Returns that answer (the caller hands it to the
-        metrics directly, so a cache that is down costs no second call), or None when the cache
-        already knows part of it and the metrics should ask for what is missing.
+    ) -> InteractionVerdicts:
+        """Both questions about one interaction, from the cache where it can answer them.
 
-        A retryable judge failure is raised (the caller defers the interaction); a permanent one
-        returns None, leaving the metrics' own questions to report it. Either way the failed
-        answer's valid verdicts are stored first, so those questions ask only for the rest.
+        When the cache knows nothing of the interaction, the inner judge's combined question is
+        asked (one call for an LLM judge) and its verdicts are stored under the two usual
+        question kinds; when it knows all of it, no judge is asked; when it knows part (a new
+        response to a known query and chunks), `assess_chunks` and `check_response` ask for what
+        is missing only. A failed combined answer's valid verdicts are stored before the error
+        is raised, so the next question asks only for the rest.
         """
-        if not chunks or not getattr(self._inner, "answers_together", False):
-            return None
         relevance_keys = [self._key(ASSESS_CHUNKS, "relevance", query, c) for c in chunks]
         useful_keys = [self._key(ASSESS_CHUNKS, "useful", query, response, c) for c in chunks]
         claims_key = self._key(CHECK_RESPONSE, query, response, *chunks)
         keys = (relevance_keys, useful_keys, claims_key)
         flight = self._key(ASSESS_INTERACTION, "flight", query, response, *chunks)
 
-        async def fill() -> tuple[list[ChunkAssessment], list[ClaimVerdict]] | None:
-            found = await self._lookup([claims_key, *relevance_keys])
+        async def fill() -> InteractionVerdicts:
+            found = await self._lookup([claims_key, *relevance_keys, *useful_keys])
             if any(value is not None for value in found):
-                return None  # partly known: the metrics ask only for what is missing
+                # Known in part or whole: each question answers from the cache what it can.
+                assessed, claims = await asyncio.gather(
+                    self.assess_chunks(query, response, chunks), self.check_response(query, response, chunks)
+                )
+                return InteractionVerdicts(tuple(assessed), tuple(claims))
             try:
-                assessed, claims = await self._inner.assess_interaction(query, response, chunks)  # type: ignore[attr-defined]
+                answer = await self._inner.assess_interaction(query, response, chunks)
             except JudgeError as exc:
                 if exc.partial:
                     await self._store_interaction(exc.partial.chunks, exc.partial.claims, keys)
-                if exc.retryable:
-                    raise
-                return None
+                raise
             self._count(len(chunks) + 1, len(chunks) + 1)
-            await self._store_interaction(dict(enumerate(assessed)), claims, keys)
-            return assessed, claims
+            await self._store_interaction(dict(enumerate(answer.chunks)), answer.claims, keys)
+            return answer
 
         return await self._single_flight(flight, fill)
 

@@ -25,7 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from agent.judges import local
-from agent.judges.base import AnswerComparison, ChunkAssessment, ClaimVerdict
+from agent.judges.base import (
+    AnswerComparison,
+    ChunkAssessment,
+    ClaimVerdict,
+    InteractionVerdicts,
+    answer_separately,
+)
 from agent.model import Verdict, relevance_query
 
 INSTALL_HINT = (
@@ -196,6 +202,14 @@ class EmbeddingJudge:
 
     def prompt_version(self, kind: str) -> str:
         return f"embedding-{kind}-v1"
+
+    def healthy(self) -> bool:
+        return True  # computes locally: never refuses
+
+    async def assess_interaction(
+        self, query: str, response: str, chunks: Sequence[str]
+    ) -> InteractionVerdicts:
+        return await answer_separately(self, query, response, chunks)
 
     async def _encode(self, texts: Sequence[str]) -> Any:
         return await asyncio.to_thread(self._encoder.encode, list(texts))

@@ -1,4 +1,7 @@
-"""A Judge wrapper that measures every call that reaches the real judge (after the cache)."""
+"""A Judge wrapper that measures every call that reaches the real judge (after the cache).
+
+A question is one request, `assess_interaction` included (one call for an LLM judge).
+"""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ from agent.judges.base import (
     AnswerComparison,
     ChunkAssessment,
     ClaimVerdict,
-    InteractionJudge,
+    InteractionVerdicts,
     Judge,
     JudgeError,
     JudgeWrapper,
@@ -26,17 +29,6 @@ class InstrumentedJudge(JudgeWrapper):
         super().__init__(inner)
         self._requests = telemetry.judge_requests
         self._latency = telemetry.judge_latency.labels(inner.model)
-
-    @property
-    def answers_together(self) -> bool:
-        """Whether the inner judge can answer an interaction's two questions in one call."""
-        return callable(getattr(self._inner, "assess_interaction", None))
-
-    async def assess_interaction(
-        self, query: str, response: str, chunks: Sequence[str]
-    ) -> tuple[list[ChunkAssessment], list[ClaimVerdict]]:
-        inner: InteractionJudge = self._inner  # type: ignore[assignment]
-        return await self._measure(inner.assess_interaction(query, response, chunks))
 
     async def _measure(self, call: Awaitable[T]) -> T:
         started = time.perf_counter()
@@ -58,6 +50,11 @@ class InstrumentedJudge(JudgeWrapper):
 
     async def check_response(self, query: str, response: str, chunks: Sequence[str]) -> list[ClaimVerdict]:
         return await self._measure(self._inner.check_response(query, response, chunks))
+
+    async def assess_interaction(
+        self, query: str, response: str, chunks: Sequence[str]
+    ) -> InteractionVerdicts:
+        return await self._measure(self._inner.assess_interaction(query, response, chunks))
 
     async def check_reference(self, reference: str, chunks: Sequence[str]) -> list[Verdict]:
         return await self._measure(self._inner.check_reference(reference, chunks))

@@ -24,6 +24,7 @@ import logging
 import os
 import random
 import secrets
+import string
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ from agent.judges.base import (
     AnswerComparison,
     ChunkAssessment,
     ClaimVerdict,
+    InteractionVerdicts,
     JudgeError,
 )
 from agent.judges.questions import (
@@ -191,7 +193,9 @@ async def self_check(judge: Any, where: str = "") -> JudgeError | None:
     once by a clear log line instead of by every evaluation failing. The text is new each time, so
     no cache answers for the judge. Returns the failure, if any."""
     started = time.monotonic()
-    chunk = f"Paris is the capital of France (self-check {secrets.token_hex(4)})."
+    # Letters only: a run of digits could be taken for a phone number and counted as a redaction.
+    token = "".join(secrets.choice(string.ascii_lowercase) for _ in range(10))
+    chunk = f"Paris is the capital of France (self-check {token})."
     try:
         await judge.assess_chunks("What is the capital of France?", None, [chunk])
     except JudgeError as exc:
@@ -365,8 +369,10 @@ class LLMJudge:
 
     async def assess_interaction(
         self, query: str, response: str, chunks: Sequence[str]
-    ) -> tuple[list[ChunkAssessment], list[ClaimVerdict]]:
-        return await self._ask(assess_interaction_request(query, response, chunks))
+    ) -> InteractionVerdicts:
+        # One call answers both questions (prompts/assess_interaction.v1.txt).
+        assessed, claims = await self._ask(assess_interaction_request(query, response, chunks))
+        return InteractionVerdicts(tuple(assessed), tuple(claims))
 
     async def check_reference(self, reference: str, chunks: Sequence[str]) -> list[Verdict]:
         return await self._ask(check_reference_request(reference, chunks))

@@ -16,7 +16,13 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from agent.judges.base import AnswerComparison, ChunkAssessment, ClaimVerdict
+from agent.judges.base import (
+    AnswerComparison,
+    ChunkAssessment,
+    ClaimVerdict,
+    InteractionVerdicts,
+    answer_separately,
+)
 from agent.model import Verdict, relevance_query
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
@@ -256,6 +262,9 @@ class LexicalJudge:
     def prompt_version(self, kind: str) -> str:
         return f"lexical-{kind}-v3"
 
+    def healthy(self) -> bool:
+        return True  # computes locally: never refuses
+
     async def assess_chunks(
         self, query: str, answer: str | None, chunks: Sequence[str]
     ) -> list[ChunkAssessment]:
@@ -263,6 +272,11 @@ class LexicalJudge:
 
     async def check_response(self, query: str, response: str, chunks: Sequence[str]) -> list[ClaimVerdict]:
         return check_response(query, response, chunks, support_threshold=self._support_threshold)
+
+    async def assess_interaction(
+        self, query: str, response: str, chunks: Sequence[str]
+    ) -> InteractionVerdicts:
+        return await answer_separately(self, query, response, chunks)
 
     async def check_reference(self, reference: str, chunks: Sequence[str]) -> list[Verdict]:
         return check_reference(reference, chunks, threshold=self._support_threshold)

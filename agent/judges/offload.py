@@ -16,9 +16,16 @@ import asyncio
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from agent.judges.base import AnswerComparison, ChunkAssessment, ClaimVerdict, Judge, JudgeWrapper
+from agent.judges.base import (
+    AnswerComparison,
+    ChunkAssessment,
+    ClaimVerdict,
+    InteractionVerdicts,
+    Judge,
+    JudgeWrapper,
+)
 from agent.model import Verdict
 
 T = TypeVar("T")
@@ -53,15 +60,6 @@ class BoundedJudge(JudgeWrapper):
         self._max = max_text_chars
         self._on_truncate = on_truncate
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="judge") if offload else None
-        # Offered only when the inner judge answers both questions in one call (see InstrumentedJudge).
-        if callable(getattr(inner, "assess_interaction", None)):
-            self.assess_interaction = self._assess_interaction
-
-    def __getattr__(self, name: str) -> Any:
-        # Anything else the inner judge offers (its breaker, a self-check, ...) passes through.
-        if name == "_inner":
-            raise AttributeError(name)
-        return getattr(self._inner, name)
 
     def _cut(self, text: str) -> str:
         if len(text) <= self._max:
@@ -79,12 +77,6 @@ class BoundedJudge(JudgeWrapper):
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._pool, _run_in_thread_loop, call)
 
-    async def _assess_interaction(
-        self, query: str, response: str, chunks: Sequence[str]
-    ) -> tuple[list[ChunkAssessment], list[ClaimVerdict]]:
-        q, r, c = self._cut(query), self._cut(response), self._cut_all(chunks)
-        return await self._call(lambda: self._inner.assess_interaction(q, r, c))  # type: ignore[attr-defined]
-
     async def assess_chunks(
         self, query: str, answer: str | None, chunks: Sequence[str]
     ) -> list[ChunkAssessment]:
@@ -94,6 +86,12 @@ class BoundedJudge(JudgeWrapper):
     async def check_response(self, query: str, response: str, chunks: Sequence[str]) -> list[ClaimVerdict]:
         q, r, c = self._cut(query), self._cut(response), self._cut_all(chunks)
         return await self._call(lambda: self._inner.check_response(q, r, c))
+
+    async def assess_interaction(
+        self, query: str, response: str, chunks: Sequence[str]
+    ) -> InteractionVerdicts:
+        q, r, c = self._cut(query), self._cut(response), self._cut_all(chunks)
+        return await self._call(lambda: self._inner.assess_interaction(q, r, c))
 
     async def check_reference(self, reference: str, chunks: Sequence[str]) -> list[Verdict]:
         r, c = self._cut(reference), self._cut_all(chunks)

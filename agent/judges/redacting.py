@@ -1,14 +1,16 @@
 """A Judge wrapper that redacts personal data before anything else sees the text.
 
-It sits outermost (redact → cache → instruments → LLM judge), so the verdict cache keys, the
-single-flight keys and the prompts are all computed from redacted text, and nothing downstream
-ever holds the original. The texts of one question are redacted together (query, answer or
-response, reference, chunks), so a value gets the same placeholder everywhere in that question
-and claim checks still line up; verdicts are positional (one per chunk, one per claim), so they
-map back to the original interaction unchanged.
+The factory puts it outermost (redact → cache → instruments → LLM judge), so the verdict cache
+keys, the single-flight keys and the prompts are all computed from redacted text, and nothing
+downstream ever holds the original. It redacts every question of the Judge contract, the
+combined `assess_interaction` included, so no question can reach the judge around it. The texts
+of one question are redacted together (query, answer or response, reference, chunks), so a value
+gets the same placeholder everywhere in that question and claim checks still line up; verdicts
+are positional (one per chunk, one per claim), so they map back to the original interaction
+unchanged.
 
 Each distinct set of texts is redacted once: the questions about one interaction (the combined
-prefetch, then each metric's own) reuse the result from a small memo, and
+question, then any a metric asks on its own) reuse the result from a small memo, and
 `ragpulse_redactions_total{kind}` counts values per interaction, not per question.
 """
 
@@ -16,9 +18,16 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
-from agent.judges.base import AnswerComparison, ChunkAssessment, ClaimVerdict, Judge, JudgeWrapper
+from agent.judges.base import (
+    AnswerComparison,
+    ChunkAssessment,
+    ClaimVerdict,
+    InteractionVerdicts,
+    Judge,
+    JudgeWrapper,
+)
 from agent.model import Verdict
 from agent.redact import Redactor
 
@@ -36,13 +45,6 @@ class RedactingJudge(JudgeWrapper):
         self._counter = counter
         self._memo: OrderedDict[tuple[str, ...], tuple[str, ...]] = OrderedDict()
 
-    def __getattr__(self, name: str) -> Any:
-        # Anything else the wrapped judge offers (e.g. the cache's `prefetch`) must not bypass
-        # redaction: only the methods below pass text on.
-        if name == "prefetch" and hasattr(self._inner, "prefetch"):
-            return self._prefetch
-        raise AttributeError(name)
-
     def _redact(self, *texts: str) -> tuple[str, ...]:
         known = self._memo.get(texts)
         if known is not None:
@@ -56,15 +58,6 @@ class RedactingJudge(JudgeWrapper):
             self._memo.popitem(last=False)
         return redaction.texts
 
-    async def _prefetch(
-        self, query: str, response: str, chunks: Sequence[str]
-    ) -> tuple[list[ChunkAssessment], list[ClaimVerdict]] | None:
-        # The answer is positional (per chunk, per claim): it holds for the original texts too.
-        q, r, *c = self._redact(query, response, *chunks)
-        answer: tuple[list[ChunkAssessment], list[ClaimVerdict]] | None
-        answer = await self._inner.prefetch(q, r, c)  # type: ignore[attr-defined]
-        return answer
-
     async def assess_chunks(
         self, query: str, answer: str | None, chunks: Sequence[str]
     ) -> list[ChunkAssessment]:
@@ -77,6 +70,13 @@ class RedactingJudge(JudgeWrapper):
     async def check_response(self, query: str, response: str, chunks: Sequence[str]) -> list[ClaimVerdict]:
         q, r, *c = self._redact(query, response, *chunks)
         return await self._inner.check_response(q, r, c)
+
+    async def assess_interaction(
+        self, query: str, response: str, chunks: Sequence[str]
+    ) -> InteractionVerdicts:
+        # The answer is positional (per chunk, per claim): it holds for the original texts too.
+        q, r, *c = self._redact(query, response, *chunks)
+        return await self._inner.assess_interaction(q, r, c)
 
     async def check_reference(self, reference: str, chunks: Sequence[str]) -> list[Verdict]:
         ref, *c = self._redact(reference, *chunks)

@@ -20,7 +20,6 @@ from agent.config import Settings
 from agent.offline.evaluate import (
     ItemResult,
     OfflineEvaluator,
-    VerdictDetail,
     all_metric_names,
     available_metrics,
     verdict_details,
@@ -79,7 +78,9 @@ def main(args: argparse.Namespace, settings: Settings) -> int:
         metrics = [m for m in wanted if m in metrics] or wanted
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    scored = asyncio.run(_score_all(settings, files, loaded, metrics, args.k, console, out_dir, args.compare))
+    scored, judge = asyncio.run(
+        _score_all(settings, files, loaded, metrics, args.k, console, out_dir, args.compare)
+    )
     for s in scored:
         _print_summary(out, s)
     if getattr(args, "labels", None) and not args.compare:  # trust: PPI estimates (agent/trust)
@@ -88,13 +89,19 @@ def main(args: argparse.Namespace, settings: Settings) -> int:
         calibration = Path(args.calibration) if args.calibration else None
         if eval_ppi(Path(args.labels), calibration, out_dir, out.print) != 0:
             return 2
+    section = None
     if args.compare:
         a, b = scored
         pairs, paired_by = pair_results(a.results, b.results)
         comparisons = compare(pairs, metrics)
+        # Written before anything is drawn: a report that cannot be drawn never loses it.
         write_comparison(out_dir / "comparison.json", comparisons, a=str(a.source), b=str(b.source),
                          paired_by=paired_by, pairs=len(pairs))  # fmt: skip
         _print_comparison(out, comparisons, paired_by, len(pairs))
+        from agent.report.evaluation import comparison_section
+
+        section = comparison_section(comparisons, str(a.source), str(b.source), paired_by)
+    _write_report(judge, scored, metrics, out_dir, section)
     out.print(f"Wrote {out_dir}/ (results.jsonl, summary.json, report.html"
               + (", comparison.json)" if args.compare else ")"))  # fmt: skip
     return 0
@@ -119,7 +126,8 @@ async def _score_all(
     console: Console,
     out_dir: Path,
     comparing: bool,
-) -> list[Scored]:
+) -> tuple[list[Scored], str]:
+    """Score every file and write its results and summary; returns them and the judge's name."""
     from prometheus_client import CollectorRegistry
 
     from agent.judges.factory import build_judge
@@ -138,11 +146,7 @@ async def _score_all(
         write_summary(target / "summary.json", summaries, items=len(items), bad_lines=len(bad),
                       judge=judge.model, source=str(path))  # fmt: skip
         scored.append(Scored(path, items, bad, results, summaries))
-    # The report shows the judge's reasons, which the verdict cache does not keep: they come from
-    # the same judge without the cache (still behind redaction), for the few weakest items only.
-    detail_judge = build_judge(settings, telemetry, cached=False)
-    await _write_report(judge, detail_judge, scored, metrics, out_dir, comparing)
-    return scored
+    return scored, judge.model
 
 
 async def _score(
@@ -199,29 +203,22 @@ def weakest(
     return [r for _, _, r in sorted(ranked, key=lambda t: (t[0], t[1]))[:n]]
 
 
-async def _write_report(judge: Any, detail_judge: Any, scored: Sequence[Scored], metrics: Sequence[str],
-                        out_dir: Path, comparing: bool) -> None:  # fmt: skip
-    from agent.report.evaluation import comparison_section, evaluation_page
+def _write_report(judge: str, scored: Sequence[Scored], metrics: Sequence[str], out_dir: Path,
+                  comparison: str | None) -> None:  # fmt: skip
+    """report.html; the weakest items show the verdicts obtained while scoring (no judge is asked)."""
+    from agent.report.evaluation import evaluation_page
 
     last = scored[-1]
     weak_results = weakest(last.results, metrics)
-    details: list[Sequence[VerdictDetail]] = list(
-        await asyncio.gather(*(verdict_details(detail_judge, r.item) for r in weak_results))
-    )
-    comparison = None
-    if comparing:
-        a, b = scored
-        pairs, paired_by = pair_results(a.results, b.results)
-        comparison = comparison_section(compare(pairs, metrics), str(a.source), str(b.source), paired_by)
     page = evaluation_page(
         source=" vs ".join(str(s.source) for s in scored),
-        judge=judge.model,
+        judge=judge,
         summaries=last.summaries,
         results=last.results,
-        weak=list(zip(weak_results, details, strict=True)),
+        weak=[(r, verdict_details(r, judge)) for r in weak_results],
         bad=[b for s in scored for b in s.bad],
         comparison=comparison,
-        baseline=scored[0].summaries if comparing else None,
+        baseline=scored[0].summaries if comparison is not None else None,
     )
     (out_dir / "report.html").write_text(page)
 

@@ -1,12 +1,18 @@
 """`ragpulse eval FILE [B --compare] [--out DIR] [--metrics m1,m2] [--judge MODEL]`: the parser.
 
-The work is in `agent.offline.cli`, imported only when the command runs (it loads rich, numpy,
-scipy and matplotlib, which `ragpulse run` never needs).
+The work is in `agent.offline.cli`, imported only when the command runs (it loads rich and
+numpy, which `ragpulse run` never needs). An LLM judge's client (litellm: seconds of imports)
+is imported in a background thread started as the command begins, so that it overlaps reading
+and validating the input instead of preceding it.
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
+import gc
+import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -39,6 +45,23 @@ def register(
 
 
 def _main(args: argparse.Namespace, settings: Settings) -> int:
+    # At exit the interpreter would have the cycle collector walk every object that litellm, its
+    # SDKs and the report made (1-2 s on a busy machine) to free memory the OS takes back anyway;
+    # frozen objects are skipped. Registered first, so it runs after every other exit handler.
+    atexit.register(gc.freeze)
+    if not settings.judge.is_local:
+        threading.Thread(target=_import_judge_client, name="import-litellm", daemon=True).start()
     from agent.offline.cli import main
 
     return main(args, settings)
+
+
+def _import_judge_client() -> None:
+    """Import litellm ahead of its first use; the judge imports it again (at no cost once done,
+    waiting for this thread if it is still at work) and reports any failure itself."""
+    try:
+        from agent.judges.llm import load_litellm
+
+        load_litellm()
+    except Exception:  # the judge's own import raises it where it can be reported
+        logging.getLogger(__name__).debug("importing the judge client ahead of time failed", exc_info=True)

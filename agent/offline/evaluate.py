@@ -1,19 +1,24 @@
 """Score an offline evaluation set with every metric whose inputs are present.
 
-Judged metrics (the classes of `agent.metrics.METRICS` and RAGChecker's claim metrics) ask the
-configured judge through the same verdict cache as the agent; rank and string metrics need no
-judge. A metric whose inputs an item lacks is None for that item (never 0); a judge failure is
-an error, also None, and counted apart.
+Judged metrics (the classes of `agent.metrics.METRICS` and RAGChecker's claim metrics) run in
+`agent.evaluate.Evaluator`, the evaluator of the stream, through the same judge stack: each judge
+question is asked once per item, and a retryable judge failure is retried with backoff a bounded
+number of times, then recorded as an error (never as a score). Rank and string metrics need no
+judge and are added on top. A metric whose inputs an item lacks is None for that item (never 0);
+a judge failure is an error, also None, and counted apart. The verdicts obtained while scoring
+stay on the result for the report.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from agent.judges.base import ASSESS_CHUNKS, CHECK_RESPONSE, Judge, JudgeError
+from agent.evaluate import Evaluation, Evaluator, JudgedVerdicts
+from agent.judges.base import CHECK_REFERENCE, CHECK_RESPONSE, COMPARE_ANSWERS, Judge, JudgeError
 from agent.metrics import (
     METRICS,
     ClaimCheck,
@@ -119,12 +124,14 @@ def all_metric_names(k: int) -> list[str]:
 @dataclass(frozen=True)
 class ItemResult:
     """Scores of one item: `scores[metric]` is None where undefined or failed; `errors` says why
-    a judged metric failed (never a score)."""
+    a judged metric failed (never a score); `verdicts` are the judge's verdicts obtained while
+    scoring (chunk assessments and response claims), which the report shows."""
 
     item: EvalItem
     scores: Mapping[str, float | None]
     errors: Mapping[str, str] = field(default_factory=dict)
     skipped: Mapping[str, str] = field(default_factory=dict)
+    verdicts: JudgedVerdicts = field(default_factory=JudgedVerdicts)
 
 
 def interaction_of(item: EvalItem) -> RagInteraction:
@@ -144,18 +151,20 @@ def interaction_of(item: EvalItem) -> RagInteraction:
     )
 
 
-async def ragchecker_check(judge: Judge, item: EvalItem) -> ClaimCheck:
+async def ragchecker_check(judge: Judge, interaction: RagInteraction) -> ClaimCheck:
     """RAGChecker's entailment matrices from the judge's typed questions.
 
     answer2response / response2answer come from `compare_answers`; chunk k's entailment of each
     response claim and each reference claim from `check_response` / `check_reference` asked
-    about chunk k alone (2k + 1 judge questions, each cached).
+    about chunk k alone (2k + 1 judge questions).
     """
-    assert item.response is not None and item.reference is not None
+    assert interaction.response is not None and interaction.reference is not None
+    query, response, reference = interaction.query, interaction.response, interaction.reference
+    contexts = [c.content for c in interaction.chunks]
     comparison, per_chunk_response, per_chunk_reference = await asyncio.gather(
-        judge.compare_answers(item.question, item.response, item.reference),
-        asyncio.gather(*(judge.check_response(item.question, item.response, [c]) for c in item.contexts)),
-        asyncio.gather(*(judge.check_reference(item.reference, [c]) for c in item.contexts)),
+        judge.compare_answers(query, response, reference),
+        asyncio.gather(*(judge.check_response(query, response, [c]) for c in contexts)),
+        asyncio.gather(*(judge.check_reference(reference, [c]) for c in contexts)),
     )
     n_response = len(comparison.response_claims)
     n_reference = len(comparison.reference_claims)
@@ -166,83 +175,116 @@ async def ragchecker_check(judge: Judge, item: EvalItem) -> ClaimCheck:
     return ClaimCheck(
         answer2response=[v.value for v in comparison.response_claims],
         response2answer=[v.value for v in comparison.reference_claims],
-        retrieved2response=[[per_chunk_response[k][i].supported.value for k in range(len(item.contexts))]
+        retrieved2response=[[per_chunk_response[k][i].supported.value for k in range(len(contexts))]
                             for i in range(n_response)],
-        retrieved2answer=[[per_chunk_reference[k][j].value for k in range(len(item.contexts))]
+        retrieved2answer=[[per_chunk_reference[k][j].value for k in range(len(contexts))]
                           for j in range(n_reference)],
-        n_chunks=len(item.contexts),
+        n_chunks=len(contexts),
     )  # fmt: skip
+
+
+class RagCheckerMetric:
+    """One of RAGChecker's claim metrics as a Metric of the evaluator. The ten of them ask the
+    same questions, which the evaluator asks the judge once per item."""
+
+    questions = frozenset({COMPARE_ANSWERS, CHECK_RESPONSE, CHECK_REFERENCE})
+
+    def __init__(self, field_name: str) -> None:
+        self.name = f"ragchecker_{field_name}"
+        self._field = field_name
+
+    async def evaluate(self, interaction: RagInteraction, judge: Judge) -> MetricResult:
+        if interaction.response is None or interaction.reference is None or not interaction.chunks:
+            return MetricResult.skipped(self.name, "inputs_missing")
+        try:
+            checked = ragchecker_scores(await ragchecker_check(judge, interaction))
+        except (JudgeError, ValueError) as exc:
+            return MetricResult.error(self.name, str(exc), judge=judge.model)
+        value = getattr(checked, self._field)
+        if value is None:
+            return MetricResult.skipped(self.name, "undefined")
+        return MetricResult.ok(self.name, value, judge=judge.model)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Retries of an item whose judge failure was retryable: at most `attempts` evaluations in
+    all, waiting `base` · 2^n seconds (with jitter, at least what the judge asked for, at most
+    `cap`) between them."""
+
+    attempts: int = 4
+    base: float = 1.0
+    cap: float = 30.0
+
+    def delay(self, attempt: int, failure: JudgeError) -> float:
+        wait = min(self.cap, self.base * 2**attempt) * random.uniform(0.5, 1.0)
+        return min(self.cap, max(wait, failure.retry_after or 0.0))
 
 
 class OfflineEvaluator:
     """Scores items concurrently with `metrics` (names from `available_metrics`)."""
 
-    def __init__(self, judge: Judge, metrics: Sequence[str], *, k: int = 5, concurrency: int = 32) -> None:
-        self._judge = judge
+    def __init__(
+        self,
+        judge: Judge,
+        metrics: Sequence[str],
+        *,
+        k: int = 5,
+        concurrency: int = 32,
+        retry: RetryPolicy | None = None,
+    ) -> None:
         self._k = k
         self._metrics = tuple(metrics)
-        self._judged: list[Metric] = [METRICS[name]() for name in self._metrics if name in METRICS]
-        self._ragchecker = any(name in RAGCHECKER_FIELDS for name in self._metrics)
+        judged: list[Metric] = [METRICS[name]() for name in self._metrics if name in METRICS]
+        judged += [RagCheckerMetric(name.removeprefix("ragchecker_")) for name in self._metrics
+                   if name in RAGCHECKER_FIELDS]  # fmt: skip
+        self._judged = tuple(m.name for m in judged)
+        self._evaluator = Evaluator(judged, judge)
+        self._retry = retry or RetryPolicy()
         self._semaphore = asyncio.Semaphore(concurrency)
-        asked = set().union(*(m.questions for m in self._judged)) if self._judged else set()
-        # As in the streaming evaluator: one combined judge call answers both chunk and claim questions.
-        self._prefetch = (
-            getattr(judge, "prefetch", None) if {ASSESS_CHUNKS, CHECK_RESPONSE} <= asked else None
-        )
 
     @property
     def metrics(self) -> tuple[str, ...]:
         return self._metrics
 
+    def _ready(self, name: str, item: EvalItem) -> bool:
+        if name in _JUDGED_INPUTS:
+            return _JUDGED_INPUTS[name](item)
+        return _ragchecker_ready(item)
+
     async def score(self, item: EvalItem) -> ItemResult:
-        async with self._semaphore:
-            scores: dict[str, float | None] = dict.fromkeys(self._metrics)
-            errors: dict[str, str] = {}
-            skipped: dict[str, str] = {}
-            deterministic = deterministic_scores(item, self._k)
-            for name in self._metrics:
-                if name in deterministic:
-                    scores[name] = deterministic[name]
-            interaction = interaction_of(item)
-            judged = [m for m in self._judged if _JUDGED_INPUTS[m.name](item)]
-            for metric in self._judged:
-                if metric not in judged:
-                    skipped[metric.name] = "inputs_missing"
-            if self._prefetch is not None and item.question and item.contexts and item.response:
-                try:
-                    await self._prefetch(item.question, item.response, list(item.contexts))
-                except Exception:  # an optimisation only: the metrics still ask for themselves
-                    log.debug("combined judge call failed on item %s", item.id, exc_info=True)
-            results = await asyncio.gather(*(self._one(m, interaction) for m in judged))
-            for result in results:
-                scores[result.metric] = result.value
-                if result.outcome is Outcome.ERROR:
-                    errors[result.metric] = result.reason
-                elif result.outcome is Outcome.SKIPPED:
-                    skipped[result.metric] = result.reason
-            if self._ragchecker and _ragchecker_ready(item):
-                try:
-                    checked = ragchecker_scores(await ragchecker_check(self._judge, item))
-                except (JudgeError, ValueError) as exc:
-                    for name in RAGCHECKER_FIELDS:
-                        if name in scores:
-                            errors[name] = str(exc)
-                else:
-                    for name, value in zip(RAGCHECKER_FIELDS, _ragchecker_values(checked), strict=True):
-                        if name in scores:
-                            scores[name] = value
-            return ItemResult(item, scores, errors, skipped)
+        scores: dict[str, float | None] = dict.fromkeys(self._metrics)
+        errors: dict[str, str] = {}
+        skipped: dict[str, str] = {}
+        deterministic = deterministic_scores(item, self._k)
+        for name in self._metrics:
+            if name in deterministic:
+                scores[name] = deterministic[name]
+        ready = [name for name in self._judged if self._ready(name, item)]
+        skipped.update((name, "inputs_missing") for name in self._judged if name not in ready)
+        evaluation = await self._assess(interaction_of(item), ready) if ready else Evaluation([])
+        for result in evaluation.results:
+            scores[result.metric] = result.value
+            if result.outcome is Outcome.ERROR:
+                errors[result.metric] = result.reason
+            elif result.outcome is Outcome.SKIPPED:
+                skipped[result.metric] = result.reason
+        return ItemResult(item, scores, errors, skipped, evaluation.verdicts)
 
-    async def _one(self, metric: Metric, interaction: RagInteraction) -> MetricResult:
-        try:
-            return await metric.evaluate(interaction, self._judge)
-        except Exception as exc:  # a bug in one metric must not stop the run
-            log.exception("metric %s failed on item %s", metric.name, interaction.span_id)
-            return MetricResult.error(metric.name, f"internal error: {exc!r}")
-
-
-def _ragchecker_values(scores: RagCheckerScores) -> list[float | None]:
-    return [getattr(scores, name) for name in RagCheckerScores.__dataclass_fields__]
+    async def _assess(self, interaction: RagInteraction, metrics: Sequence[str]) -> Evaluation:
+        """The evaluator's answer; a retryable judge failure is tried again (the verdict cache
+        keeps what was answered) until the attempts run out, then its errors stand."""
+        attempt = 0
+        while True:
+            async with self._semaphore:
+                evaluation = await self._evaluator.assess(interaction, metrics)
+            failure = evaluation.retryable
+            attempt += 1
+            if failure is None or attempt >= self._retry.attempts:
+                return evaluation
+            delay = self._retry.delay(attempt - 1, failure)
+            log.debug("item %s: judge %s, trying again in %.1fs", interaction.span_id, failure.reason, delay)
+            await asyncio.sleep(delay)
 
 
 @dataclass(frozen=True)
@@ -256,28 +298,26 @@ class VerdictDetail:
     reason: str
 
 
-async def verdict_details(judge: Judge, item: EvalItem) -> list[VerdictDetail]:
-    """The judge's verdicts on one item, for the report's weakest items: chunk usefulness and
-    response-claim support (with the claims' text where the judge gives it)."""
-    from agent.judges import local
+# Judges whose claims are the response's sentences as `agent.judges.local.claims` splits them.
+_LOCAL_CLAIMS = frozenset({"lexical", "embedding-minilm"})
 
+
+def verdict_details(result: ItemResult, judge_model: str) -> list[VerdictDetail]:
+    """The judge's verdicts on one item as obtained while scoring it, for the report's weakest
+    items: chunk usefulness (relevance where no answer was judged) and response-claim support,
+    with the claims' text where the judge gave it. No judge is asked."""
+    item, verdicts = result.item, result.verdicts
     details: list[VerdictDetail] = []
-    if item.contexts:
-        answer = item.reference or item.response
-        try:
-            assessed = await judge.assess_chunks(item.question, answer, item.contexts)
-        except JudgeError as exc:
-            return [VerdictDetail("error", "", False, None, str(exc))]
-        for k, (chunk, assessment) in enumerate(zip(item.contexts, assessed, strict=False), start=1):
-            verdict = assessment.useful or assessment.relevance
-            details.append(_detail(f"chunk {k} useful", chunk, verdict))
-    if item.contexts and item.response:
-        try:
-            claims = await judge.check_response(item.question, item.response, item.contexts)
-        except JudgeError as exc:
-            return [*details, VerdictDetail("error", "", False, None, str(exc))]
-        texts = local.claims(item.response) if judge.model == "lexical" else []
-        for n, claim in enumerate(claims):
+    for k, (chunk, assessment) in enumerate(zip(item.contexts, verdicts.chunks or (), strict=False), start=1):
+        verdict = assessment.useful or assessment.relevance
+        details.append(
+            _detail(f"chunk {k} useful" if assessment.useful else f"chunk {k} relevant", chunk, verdict)
+        )
+    if verdicts.claims:
+        from agent.judges import local
+
+        texts = local.claims(item.response or "") if judge_model in _LOCAL_CLAIMS else []
+        for n, claim in enumerate(verdicts.claims):
             subject = claim.supported.reason or (texts[n] if n < len(texts) else f"claim {n + 1}")
             details.append(_detail("claim supported", subject, claim.supported))
     return details

@@ -1,7 +1,10 @@
 """Aggregate item scores: per metric the mean with a 95% bootstrap interval, and A/B comparisons.
 
-Intervals come from `scipy.stats.bootstrap` (BCa, falling back to the percentile method when BCa
-is undefined, e.g. for constant data). A metric's undefined values (None) are counted, never
+Intervals are bootstrap intervals of the mean: BCa (bias-corrected and accelerated, Efron 1987,
+as `scipy.stats.bootstrap` computes it), falling back to the percentile method when BCa is
+undefined (e.g. when every resample falls on one side of the mean). They are computed here with
+numpy alone: the mean's jackknife has a closed form, and importing scipy.stats would cost more
+than the whole computation. A metric's undefined values (None) are counted, never
 averaged as 0. The per-metric summary is one dataclass and `summary.json` is written by one
 function, so further estimators (e.g. prediction-powered intervals from human labels) add fields
 and a writer argument, not a new format.
@@ -11,10 +14,10 @@ from __future__ import annotations
 
 import json
 import math
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -29,26 +32,51 @@ SEED = 20240601  # fixed so that a report is reproducible
 def bootstrap_mean_ci(
     values: Sequence[float], *, confidence: float = CONFIDENCE, resamples: int = RESAMPLES, seed: int = SEED
 ) -> tuple[float, float] | None:
-    """Bootstrap confidence interval of the mean; None with fewer than two values."""
+    """Bootstrap confidence interval of the mean (BCa, else percentile); None with fewer than two
+    values. The interval need not contain the mean: BCa shifts it towards where a skewed
+    distribution's mean tends to lie."""
     if len(values) < 2:
         return None
     data = np.asarray(values, dtype=float)
+    if not np.all(np.isfinite(data)):
+        return None
     if np.all(data == data[0]):
         return float(data[0]), float(data[0])  # every resample has the same mean
-    from scipy.stats import bootstrap  # type: ignore[import-untyped,unused-ignore]
-
+    n = len(data)
     rng = np.random.default_rng(seed)
-    for method in ("BCa", "percentile"):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # BCa warns on degenerate data; we fall back
-            result = bootstrap(
-                (data,), np.mean, confidence_level=confidence, n_resamples=resamples,
-                method=method, random_state=rng, vectorized=True,
-            )  # fmt: skip
-        low, high = float(result.confidence_interval.low), float(result.confidence_interval.high)
-        if math.isfinite(low) and math.isfinite(high):
-            return low, high
-    return None
+    means = data[rng.integers(0, n, size=(resamples, n))].mean(axis=1)
+    alpha = (1 - confidence) / 2
+    quantiles = _bca_quantiles(data, means, alpha)
+    if quantiles is None:
+        quantiles = (alpha, 1 - alpha)  # percentile method
+    low, high = np.quantile(means, quantiles)
+    return float(low), float(high)
+
+
+def _bca_quantiles(data: np.ndarray, means: np.ndarray, alpha: float) -> tuple[float, float] | None:
+    """The BCa interval's ends as quantiles of the resampled means; None where BCa is undefined."""
+    normal = NormalDist()
+    observed = float(data.mean())
+    # Bias correction: where the observed mean lies among the resampled ones (ties count half).
+    share = (np.count_nonzero(means < observed) + np.count_nonzero(means <= observed)) / (2 * len(means))
+    if not 0 < share < 1:
+        return None
+    z0 = normal.inv_cdf(share)
+    # Acceleration from the jackknife means (leave-one-out), in closed form for the mean.
+    jackknife = (data.sum() - data) / (len(data) - 1)
+    deviations = jackknife.mean() - jackknife
+    spread = float(np.sum(deviations**2))
+    if spread == 0:
+        return None
+    acceleration = float(np.sum(deviations**3)) / (6 * spread**1.5)
+    ends = []
+    for z in (normal.inv_cdf(alpha), normal.inv_cdf(1 - alpha)):
+        denominator = 1 - acceleration * (z0 + z)
+        if denominator <= 0:
+            return None
+        ends.append(normal.cdf(z0 + (z0 + z) / denominator))
+    low, high = ends
+    return (low, high) if math.isfinite(low) and math.isfinite(high) else None
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""Charts as inline SVG (for self-contained HTML) or PNG, drawn with matplotlib's Agg backend.
+"""Charts as inline SVG (for self-contained HTML) or PNG, drawn with matplotlib's Agg backend: the
+demo's timeline. The evaluation report draws its own simpler charts without matplotlib (svg.py).
 
 No display, no network, no CDN: a report opens offline in any browser.
 """
@@ -45,49 +46,6 @@ def to_png(figure: Figure, dpi: int = 110) -> bytes:
     figure.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
     plt.close(figure)
     return buffer.getvalue()
-
-
-def histogram(values: Sequence[float], title: str, mean: float | None = None) -> Figure:
-    figure, axes = plt.subplots(figsize=(3.6, 2.3))
-    axes.hist(values, bins=20, range=(0.0, 1.0), color=PALETTE[0], alpha=0.85)
-    if mean is not None:
-        axes.axvline(mean, color=PALETTE[1], linewidth=1.2, label=f"mean {mean:.3f}")
-        axes.legend(loc="upper left", frameon=False)
-    axes.set_title(title)
-    axes.set_xlim(0, 1)
-    axes.set_xlabel("score")
-    axes.set_ylabel("items")
-    return figure
-
-
-def differences(
-    metrics: Sequence[str],
-    means: Sequence[float],
-    lows: Sequence[float],
-    highs: Sequence[float],
-    higher_is_better: Sequence[bool],
-) -> Figure:
-    """Mean difference B − A per metric with its confidence interval: green where B is better,
-    red where it is worse (a rise in a lower-is-better metric is worse), grey otherwise."""
-    figure, axes = plt.subplots(figsize=(6.4, 0.45 * len(metrics) + 1.0))
-    positions = list(range(len(metrics)))
-    colors = []
-    for low, high, higher in zip(lows, highs, higher_is_better, strict=True):
-        if low > 0 or high < 0:
-            colors.append(PALETTE[3] if (low > 0) == higher else PALETTE[1])
-        else:
-            colors.append("#888888")
-    errors = [
-        [m - lo for m, lo in zip(means, lows, strict=True)],
-        [h - m for m, h in zip(means, highs, strict=True)],
-    ]
-    axes.errorbar(means, positions, xerr=errors, fmt="none", ecolor="#555555", capsize=3)
-    axes.scatter(means, positions, c=colors, zorder=3)
-    axes.axvline(0.0, color="#333333", linewidth=0.8)
-    axes.set_yticks(positions, metrics)
-    axes.invert_yaxis()
-    axes.set_xlabel("mean difference B − A (95% paired bootstrap CI)")
-    return figure
 
 
 def timeline(

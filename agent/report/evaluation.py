@@ -3,16 +3,30 @@ verdicts, bad input lines, and the A/B comparison when there is one."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Sequence
+from functools import partial
 from html import escape
 
 from agent.offline.evaluate import ItemResult, VerdictDetail
 from agent.offline.records import BadRow
 from agent.offline.summary import BETTER, WORSE, MetricComparison, MetricSummary
-from agent.report import charts
+from agent.report import svg
 from agent.report.html import Page, chart, fmt, table
 
 WeakItem = tuple[ItemResult, Sequence[VerdictDetail]]
+
+log = logging.getLogger(__name__)
+
+
+def _figure(draw: Callable[[], str], name: str) -> str:
+    """A chart, or a note where it cannot be drawn: a chart never costs the report (or the
+    comparison.json written before it)."""
+    try:
+        return chart(draw(), name)
+    except Exception as exc:  # the boundary of drawing
+        log.exception("could not draw the %s chart", name)
+        return f'<p class="callout">The {escape(name)} chart could not be drawn: {escape(repr(exc))}.</p>'
 
 
 def _summary_table(summaries: Sequence[MetricSummary]) -> str:
@@ -38,7 +52,7 @@ def _distributions(summaries: Sequence[MetricSummary], results: Sequence[ItemRes
     for s in summaries:
         values = [v for r in results if (v := r.scores.get(s.metric)) is not None]
         if values:
-            figures.append(chart(charts.to_svg(charts.histogram(values, s.metric, s.mean)), s.metric))
+            figures.append(_figure(partial(svg.histogram_svg, values, s.metric, s.mean), s.metric))
     return f'<div class="grid">{"".join(figures)}</div>' if figures else "<p>No defined scores.</p>"
 
 
@@ -109,16 +123,15 @@ def comparison_section(comparisons: Sequence[MetricComparison], a: str, b: str, 
     plotted = [c for c in comparisons if c.mean_difference is not None and c.ci_low is not None]
     figure = ""
     if plotted:
-        svg = charts.to_svg(
-            charts.differences(
-                [c.metric for c in plotted],
-                [c.mean_difference or 0.0 for c in plotted],
-                [c.ci_low or 0.0 for c in plotted],
-                [c.ci_high or 0.0 for c in plotted],
-                [c.higher_is_better for c in plotted],
-            )
+        draw = partial(
+            svg.differences_svg,
+            [c.metric for c in plotted],
+            [c.mean_difference or 0.0 for c in plotted],
+            [c.ci_low or 0.0 for c in plotted],
+            [c.ci_high or 0.0 for c in plotted],
+            [c.higher_is_better for c in plotted],
         )
-        figure = chart(svg, "differences")
+        figure = _figure(draw, "differences")
     intro = (
         f"<p>B = <code>{escape(b)}</code> compared with A = <code>{escape(a)}</code>, items paired by "
         f"{escape(paired_by)}. A verdict is reached when the 95% paired bootstrap interval of the mean "

@@ -196,9 +196,9 @@ def test_llm_judge_through_the_same_cache_and_failures_are_not_scores(tmp_path: 
     assert summary["metrics"]["faithfulness"]["errors"] == 0
 
 
-def test_the_reports_judge_details_are_redacted_too(tmp_path: Path) -> None:
-    """The report asks the judge (past the verdict cache, which keeps no reasons) for details of
-    the weakest items; personal data in them must be redacted like every other judge request."""
+def test_the_report_shows_the_verdicts_of_scoring_without_asking_the_judge_again(tmp_path: Path) -> None:
+    """Scoring costs one combined call per item and the report's weakest items show the verdicts
+    obtained then (redacted, like every judge request): no second round of judge calls."""
     data = tmp_path / "set.jsonl"
     rows = [
         {"id": f"q{i}", "question": f"How do I reach support? Ticket {i}",
@@ -216,7 +216,14 @@ def test_the_reports_judge_details_are_redacted_too(tmp_path: Path) -> None:
         run = ragpulse_eval(str(data), "--out", str(tmp_path / "out"), env=env)
         assert run.returncode == 0, run.stderr
         sent = json.dumps(server.stats.requests)
-    assert (tmp_path / "out" / "report.html").exists()
-    assert server.stats.calls > len(rows)  # scores, and then the report's details
+        calls, by_kind = server.stats.calls, dict(server.stats.by_kind)
+    # What scoring needs and nothing more: one combined question per item.
+    assert calls == len(rows) and by_kind == {"assess_interaction": len(rows)}
     for planted in ("help@shop.example", "jane.doe0@customer.example", "12 34 56 78"):
         assert planted not in sent, f"{planted} reached the judge"
+    report = (tmp_path / "out" / "report.html").read_text()
+    weakest = report[report.index('id="weakest"') :]
+    # Each item's chunk verdicts and its claim, as the judge gave them (its claim text redacted).
+    assert weakest.count("chunk 1 useful") == len(rows) and weakest.count("chunk 2 useful") == len(rows)
+    assert weakest.count("claim supported") >= len(rows)
+    assert "&lt;EMAIL_1&gt;" in weakest and "No judge verdicts" not in weakest

@@ -11,7 +11,7 @@ from prometheus_client import CollectorRegistry
 from agent.delivery import JudgeGate, Leases, WorkLedger
 from agent.evaluate import Evaluator
 from agent.idempotency import LeaseOutcome, MemoryIdempotency
-from agent.judges.base import ChunkAssessment, ClaimVerdict, JudgeError
+from agent.judges.base import ChunkAssessment, ClaimVerdict, InteractionVerdicts, JudgeError
 from agent.judges.cache import CachedJudge
 from agent.metrics import STREAMING_METRICS
 from agent.model import Chunk, Outcome, RagInteraction, Verdict
@@ -246,7 +246,6 @@ class DeadCache:
 
 class CombinedJudge:
     model = "combined"
-    answers_together = True
 
     def __init__(self) -> None:
         self.calls: list[str] = []
@@ -254,12 +253,15 @@ class CombinedJudge:
     def prompt_version(self, kind: str) -> str:
         return "v1"
 
+    def healthy(self) -> bool:
+        return True
+
     async def assess_interaction(
         self, query: str, response: str, chunks: Sequence[str]
-    ) -> tuple[list[ChunkAssessment], list[ClaimVerdict]]:
+    ) -> InteractionVerdicts:
         self.calls.append("assess_interaction")
-        assessed = [ChunkAssessment(Verdict(True), Verdict(True, 1.0), 1, 1) for _ in chunks]
-        return assessed, [ClaimVerdict(Verdict(True), Verdict(True))]
+        assessed = tuple(ChunkAssessment(Verdict(True), Verdict(True, 1.0), 1, 1) for _ in chunks)
+        return InteractionVerdicts(assessed, (ClaimVerdict(Verdict(True), Verdict(True)),))
 
     async def assess_chunks(
         self, query: str, answer: str | None, chunks: Sequence[str]

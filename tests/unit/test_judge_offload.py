@@ -88,10 +88,25 @@ def test_texts_are_cut_to_the_cap_and_counted() -> None:
     assert len(cuts) == 2
 
 
-def test_everything_else_passes_through() -> None:
-    judge = BoundedJudge(SlowJudge(0.0), offload=True)
+def test_identity_and_health_pass_through() -> None:
+    judge = BoundedJudge(SlowJudge(0.0), offload=True)  # type: ignore[arg-type]
     assert judge.model == "slow" and judge.prompt_version("x") == "v1" and judge.healthy() is False
-    assert not hasattr(judge, "assess_interaction")  # the inner judge cannot answer both at once
+
+
+def test_the_combined_question_is_cut_and_offloaded_too() -> None:
+    cuts: list[int] = []
+    judge = BoundedJudge(LexicalJudge(), max_text_chars=40, offload=True, on_truncate=lambda: cuts.append(1))
+    chunks = ["Paris is the capital of France. " * 3, "Lyon is a city."]
+    together = asyncio.run(judge.assess_interaction("Where is Paris?", "Paris is in France.", chunks))
+    cut = [c[:40] for c in chunks]
+    lexical = LexicalJudge()
+    assert together.chunks == tuple(
+        asyncio.run(lexical.assess_chunks("Where is Paris?", "Paris is in France.", cut))
+    )
+    assert together.claims == tuple(
+        asyncio.run(lexical.check_response("Where is Paris?", "Paris is in France.", cut))
+    )
+    assert len(cuts) == 1
 
 
 def test_the_lexical_judge_answers_the_same_through_the_wrapper() -> None:

@@ -7,7 +7,14 @@ from collections.abc import Sequence
 
 import pytest
 
-from agent.judges.base import ChunkAssessment, ClaimVerdict, JudgeError
+from agent.judges.base import (
+    AnswerComparison,
+    ChunkAssessment,
+    ClaimVerdict,
+    InteractionVerdicts,
+    JudgeError,
+    answer_separately,
+)
 from agent.judges.cache import (
     CachedJudge,
     MemoryVerdictCache,
@@ -57,6 +64,9 @@ class CountingJudge:
     def prompt_version(self, kind: str) -> str:
         return "v1"
 
+    def healthy(self) -> bool:
+        return True
+
     async def assess_chunks(
         self, query: str, answer: str | None, chunks: Sequence[str]
     ) -> list[ChunkAssessment]:
@@ -71,6 +81,19 @@ class CountingJudge:
             raise JudgeError("judge unavailable", retryable=True)
         await asyncio.sleep(0.01)  # let a concurrent identical question arrive while this one is in flight
         return await self._lexical.check_response(query, response, chunks)
+
+    async def assess_interaction(
+        self, query: str, response: str, chunks: Sequence[str]
+    ) -> InteractionVerdicts:
+        return await answer_separately(self, query, response, chunks)
+
+    async def check_reference(self, reference: str, chunks: Sequence[str]) -> list[Verdict]:
+        self.calls.append(["check_reference", reference])
+        return await self._lexical.check_reference(reference, chunks)
+
+    async def compare_answers(self, query: str, response: str, reference: str) -> AnswerComparison:
+        self.calls.append(["compare_answers", response, reference])
+        return await self._lexical.compare_answers(query, response, reference)
 
 
 class Stats:
@@ -234,7 +257,7 @@ def test_every_wrapper_passes_the_judges_identity_and_health_through() -> None:
             return False
 
     telemetry = Telemetry(CollectorRegistry())
-    for inner, health in ((Refusing(), False), (CountingJudge(), True)):  # no healthy(): healthy
+    for inner, health in ((Refusing(), False), (CountingJudge(), True)):
         wrapped = [
             BoundedJudge(inner),
             InstrumentedJudge(inner, telemetry),
@@ -253,3 +276,142 @@ def test_every_wrapper_passes_the_judges_identity_and_health_through() -> None:
         telemetry,
     )
     assert (stacked.model, stacked.prompt_version("x"), stacked.healthy()) == ("refusing", "v7-x", False)
+
+
+# -- The contract: every wrapper forwards every question, whatever the order ------------------
+
+
+def _wrapper_classes() -> list[type]:
+    from agent.evaluate import _InteractionJudge
+    from agent.judges.instrumented import InstrumentedJudge
+    from agent.judges.offload import BoundedJudge
+    from agent.judges.redacting import RedactingJudge
+
+    return [CachedJudge, RedactingJudge, InstrumentedJudge, BoundedJudge, _InteractionJudge]
+
+
+def test_every_wrapper_defines_every_question_itself_and_looks_nothing_up() -> None:
+    from agent.judges.base import Judge, JudgeWrapper
+
+    questions = {
+        name
+        for name in vars(Judge)
+        if not name.startswith("_") and name not in {"model", "prompt_version", "healthy"}
+    }
+    assert questions == {
+        "assess_chunks",
+        "check_response",
+        "assess_interaction",
+        "check_reference",
+        "compare_answers",
+    }
+    for wrapper in _wrapper_classes():
+        assert issubclass(wrapper, JudgeWrapper)
+        assert questions <= set(vars(wrapper)), (wrapper, questions - set(vars(wrapper)))
+        assert "__getattr__" not in vars(wrapper) and "__getattribute__" not in vars(wrapper)
+
+
+def test_a_wrapper_that_forgets_a_question_cannot_be_built() -> None:
+    from agent.judges.base import JudgeWrapper
+
+    class Forgetful(JudgeWrapper):
+        async def assess_chunks(self, query, answer, chunks):  # type: ignore[no-untyped-def]
+            return await self._inner.assess_chunks(query, answer, chunks)
+
+    with pytest.raises(TypeError, match="abstract"):
+        Forgetful(LexicalJudge())  # type: ignore[abstract]
+
+
+class RecordingCombined(CountingJudge):
+    """Answers the combined question in one call, and records every text it is given."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.texts: list[str] = []
+
+    async def assess_interaction(
+        self, query: str, response: str, chunks: Sequence[str]
+    ) -> InteractionVerdicts:
+        self.calls.append(["assess_interaction"])
+        self.texts += [query, response, *chunks]
+        assessed = await self._lexical.assess_chunks(query, response, chunks)
+        claims = await self._lexical.check_response(query, response, chunks)
+        return InteractionVerdicts(tuple(assessed), tuple(claims))
+
+    async def assess_chunks(
+        self, query: str, answer: str | None, chunks: Sequence[str]
+    ) -> list[ChunkAssessment]:
+        self.texts += [query, answer or "", *chunks]
+        return await super().assess_chunks(query, answer, chunks)
+
+    async def check_response(self, query: str, response: str, chunks: Sequence[str]) -> list[ClaimVerdict]:
+        self.texts += [query, response, *chunks]
+        return await super().check_response(query, response, chunks)
+
+
+@pytest.mark.parametrize("order", ["redact-outside", "cache-outside", "instruments-outside"])
+def test_wrapper_order_keeps_redaction_caching_and_the_one_call(order: str) -> None:
+    from prometheus_client import CollectorRegistry
+
+    from agent.evaluate import Evaluator
+    from agent.judges.base import Judge
+    from agent.judges.instrumented import InstrumentedJudge
+    from agent.judges.offload import BoundedJudge
+    from agent.judges.redacting import RedactingJudge
+    from agent.metrics import STREAMING_METRICS
+    from agent.redact import Redactor
+    from agent.telemetry import Telemetry
+
+    telemetry = Telemetry(CollectorRegistry())
+    inner = RecordingCombined()
+    bounded = BoundedJudge(inner)
+
+    def redact(j: Judge) -> Judge:
+        return RedactingJudge(j, Redactor(), telemetry)
+
+    def cache(j: Judge) -> Judge:
+        return CachedJudge(j, MemoryVerdictCache(100), telemetry)
+
+    def instruments(j: Judge) -> Judge:
+        return InstrumentedJudge(j, telemetry)
+
+    layers = {
+        "redact-outside": (instruments, cache, redact),
+        "cache-outside": (instruments, redact, cache),
+        "instruments-outside": (redact, cache, instruments),
+    }[order]
+    judge: Judge = bounded
+    for layer in layers:
+        judge = layer(judge)
+    subject = RagInteraction(
+        trace_id="ab" * 16,
+        span_id="cd" * 8,
+        query="Which card did jane.doe@example.com use?",
+        chunks=(Chunk("jane.doe@example.com paid with card 4111 1111 1111 1111."), Chunk(USELESS)),
+        response="jane.doe@example.com used card 4111 1111 1111 1111.",
+        service="s",
+        route="r",
+    )
+    evaluator = Evaluator([m() for m in STREAMING_METRICS.values()], judge)
+    for _ in range(2):  # the second time from the cache
+        results = run(evaluator.evaluate(subject))
+        assert all(r.outcome is Outcome.OK for r in results), results
+    assert inner.calls == [["assess_interaction"]]
+    joined = "\n".join(inner.texts)
+    assert "jane.doe@example.com" not in joined and "4111" not in joined
+    assert "<EMAIL_1>" in joined and "<CARD_1>" in joined
+
+
+def test_the_evaluator_asks_each_question_once_and_keeps_the_verdicts() -> None:
+    from agent.evaluate import Evaluator
+    from agent.metrics import METRICS
+
+    inner = CountingJudge()  # no combined call: the two questions, each once
+    subject = interaction([USEFUL, USELESS])
+    evaluation = run(Evaluator([m() for m in METRICS.values()], inner).assess(subject))
+    assert sorted(map(str, inner.calls)) == sorted(
+        map(str, [[USEFUL, USELESS], ["check_response", RESPONSE]])
+    )
+    assert evaluation.verdicts.chunks is not None and len(evaluation.verdicts.chunks) == 2
+    assert evaluation.verdicts.claims is not None and len(evaluation.verdicts.claims) == 1
+    assert [a.useful.value for a in evaluation.verdicts.chunks] == [True, False]  # type: ignore[union-attr]

@@ -8,7 +8,14 @@ from collections.abc import Sequence
 import pytest
 
 import agent.metrics
-from agent.judges.base import AnswerComparison, ChunkAssessment, ClaimVerdict, JudgeError
+from agent.judges.base import (
+    AnswerComparison,
+    ChunkAssessment,
+    ClaimVerdict,
+    InteractionVerdicts,
+    JudgeError,
+    answer_separately,
+)
 from agent.metrics import (
     METRICS,
     STREAMING_METRICS,
@@ -123,6 +130,14 @@ class ScriptedJudge:
 
     def prompt_version(self, kind: str) -> str:
         return f"{kind}-v9"
+
+    def healthy(self) -> bool:
+        return True
+
+    async def assess_interaction(
+        self, query: str, response: str, chunks: Sequence[str]
+    ) -> InteractionVerdicts:
+        return await answer_separately(self, query, response, chunks)
 
     def _check(self) -> None:
         if self.fail:

@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry
 
 from agent.build import load_checked_settings
 from agent.config import ConfigError, Settings
-from agent.judges.base import ChunkAssessment, ClaimVerdict
+from agent.judges.base import ChunkAssessment, ClaimVerdict, InteractionVerdicts
 from agent.judges.cache import CachedJudge, MemoryVerdictCache
 from agent.judges.factory import build_judge
 from agent.judges.local import LexicalJudge
@@ -151,6 +151,15 @@ class RecordingJudge:
     def prompt_version(self, kind: str) -> str:
         return "1"
 
+    def healthy(self) -> bool:
+        return True
+
+    async def assess_interaction(
+        self, query: str, response: str, chunks: Sequence[str]
+    ) -> InteractionVerdicts:
+        self.seen += [query, response, *chunks]
+        return await self._lexical.assess_interaction(query, response, chunks)
+
     async def assess_chunks(
         self, query: str, answer: str | None, chunks: Sequence[str]
     ) -> list[ChunkAssessment]:
@@ -180,8 +189,8 @@ def test_redacting_judge_hides_values_from_cache_and_judge_and_counts_once_per_i
     chunks = ["Payment by jane.doe@example.com with 4111-1111-1111-1111 from 192.0.2.17."]
 
     async def ask() -> None:
-        await judge.assess_chunks(query, response, chunks)
-        await judge.check_response(query, response, chunks)
+        await judge.assess_interaction(query, response, chunks)
+        await judge.assess_chunks(query, response, chunks)  # cached
         await judge.check_response(query, response, chunks)  # cached
 
     asyncio.run(ask())
@@ -206,8 +215,8 @@ def test_factory_wraps_llm_judges_only() -> None:
     assert isinstance(build_judge(Settings(judge_model="lexical"), telemetry), CachedJudge)
     redacting = build_judge(Settings(judge_model="lexical", redact_pii="on"), telemetry)
     assert isinstance(redacting, RedactingJudge)
-    # The evaluator's combined call goes through redaction too.
-    assert callable(getattr(redacting, "prefetch", None))
+    # The inner judges (the combined question included) are reached through redaction only.
+    assert isinstance(redacting.inner, CachedJudge)
 
 
 POOL = [(kind, value) for kind, values in PLANTED.items() for value in values]
