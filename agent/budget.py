@@ -14,18 +14,12 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from agent.infra.throttled_log import ThrottledLog
+from agent.model import Spend
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class Spend:
-    calls: float
-    usd: float
 
 
 class SpendLedger(Protocol):

@@ -23,8 +23,8 @@ from pydantic import BaseModel, SecretStr
 
 from agent import __version__
 from agent.commands.calibrate import add_commands as add_trust_commands
+from agent.commands.logs import configure_logging
 from agent.config import ConfigError, Settings, describe_settings, load_settings
-from agent.infra.logging_setup import configure_logging
 from agent.infra.secrets import MASK, mask, mask_url
 
 log = logging.getLogger("ragpulse")
@@ -57,9 +57,9 @@ def _parser() -> argparse.ArgumentParser:
     validate = with_settings(commands.add_parser("validate-config", help="check settings and print them"))
     validate.add_argument("--list", action="store_true", help="list every setting with its env var")
     # Subcommands that live in their own modules, each registering its parser and `handler`:
-    # "demo" and "demo-app" in agent/commands/demo.py, "eval" in agent/offline/command.py.
+    # "demo" and "demo-app" in agent/commands/demo.py, "eval" in agent/commands/eval.py.
     from agent.commands.demo import register as register_demo
-    from agent.offline.command import register as register_eval
+    from agent.commands.eval import register as register_eval
 
     register_demo(commands, with_settings)
     register_eval(commands, with_settings)

@@ -227,3 +227,11 @@ class MetricResult:
     @classmethod
     def error(cls, metric: str, reason: str, *, judge: str | None = None) -> MetricResult:
         return cls(metric, None, Outcome.ERROR, reason=reason, judge=judge)
+
+
+@dataclass(frozen=True, slots=True)
+class Spend:
+    """Judge calls and USD spent (by this process, or in a minute across replicas)."""
+
+    calls: float
+    usd: float

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 
-from agent.budget import Spend
+from agent.model import Spend
 
 # `*_created` samples double the exposition size and no dashboard uses them.
 disable_created_metrics()

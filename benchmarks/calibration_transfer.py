@@ -20,8 +20,8 @@ from prometheus_client import CollectorRegistry
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from agent.build import build_inner_judge
 from agent.config import Settings
-from agent.judges.factory import build_inner_judge
 from agent.telemetry import Telemetry
 from agent.trust.agreement import brier, expected_calibration_error
 from agent.trust.calibration import fit

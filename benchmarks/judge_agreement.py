@@ -38,9 +38,9 @@ from prometheus_client import CollectorRegistry
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from agent.build import build_inner_judge
 from agent.config import Settings
 from agent.judges.base import Judge
-from agent.judges.factory import build_inner_judge
 from agent.telemetry import Telemetry
 from agent.trust.agreement import DEFAULT_THRESHOLDS, auroc, balanced_accuracy, problem_f1
 from benchmarks.common.labelled import (

@@ -26,9 +26,9 @@ from prometheus_client import CollectorRegistry
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from agent.build import build_judge
 from agent.config import Settings
 from agent.evaluate import Evaluator
-from agent.judges.factory import build_judge
 from agent.metrics import STREAMING_METRICS
 from agent.model import Outcome, RagInteraction
 from agent.telemetry import Telemetry

@@ -1,4 +1,4 @@
-"""Every judge stack `agent/judges/factory.py` builds keeps the two promises that wrapper order
+"""Every judge stack `agent/build.py` builds keeps the two promises that wrapper order
 used to put at risk: no personal data reaches an LLM judge unredacted when redaction is on, and
 the four streaming metrics cost one judge call per interaction, with a cold cache and without one.
 
@@ -17,9 +17,9 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client import CollectorRegistry
 
+from agent.build import build_judge
 from agent.config import Settings
 from agent.evaluate import Evaluator
-from agent.judges.factory import build_judge
 from agent.metrics import STREAMING_METRICS
 from agent.model import Chunk, Outcome, RagInteraction
 from agent.telemetry import Telemetry

@@ -18,9 +18,9 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client import CollectorRegistry
 
+from agent.build import build_judge
 from agent.config import Settings
 from agent.judges.cache import CachedJudge
-from agent.judges.factory import build_judge
 from agent.judges.llm import LLMJudge, LLMJudgeOptions
 from agent.judges.local import LexicalJudge
 from agent.metrics import METRICS, STREAMING_METRICS

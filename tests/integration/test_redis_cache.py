@@ -9,9 +9,9 @@ import pytest
 import redis
 from prometheus_client import CollectorRegistry
 
+from agent.build import build_judge
 from agent.config import Settings
 from agent.judges.cache import CachedJudge
-from agent.judges.factory import build_judge
 from agent.judges.redis_cache import KEY_PREFIX, redis_client
 from agent.metrics import STREAMING_METRICS
 from agent.model import Chunk, MetricResult, Outcome, RagInteraction

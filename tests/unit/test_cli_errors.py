@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from agent import cli
+from agent.commands.logs import QUIET_LOGGERS, configure_logging
 from agent.config import load_settings
-from agent.infra.logging_setup import QUIET_LOGGERS, configure_logging
 
 
 @pytest.fixture(autouse=True)
@@ -29,12 +29,12 @@ def process_state(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 @pytest.fixture
 def failing_eval(monkeypatch: pytest.MonkeyPatch) -> None:
     """`ragpulse eval` hits a defect (a secret in its message, as a connection error would have)."""
-    import agent.offline.cli
+    import agent.commands.eval_run
 
     def defect(args: object, settings: object) -> int:
         raise RuntimeError("cannot reach redis://user:s3cret-pw@redis:6379/0\nsecond line")
 
-    monkeypatch.setattr(agent.offline.cli, "main", defect)
+    monkeypatch.setattr(agent.commands.eval_run, "main", defect)
 
 
 def test_an_unexpected_error_is_one_line_and_exit_1(
@@ -97,12 +97,12 @@ def test_a_bad_redis_url_is_a_configuration_error(
 def test_ctrl_c_exits_130_quietly(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import agent.offline.cli
+    import agent.commands.eval_run
 
     def interrupted(args: object, settings: object) -> int:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(agent.offline.cli, "main", interrupted)
+    monkeypatch.setattr(agent.commands.eval_run, "main", interrupted)
     assert cli.main(["eval", "set.jsonl"]) == 130
     assert capsys.readouterr().err == ""
 

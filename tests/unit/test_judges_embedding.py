@@ -48,8 +48,8 @@ def test_embedding_judge_sees_paraphrase_and_changed_numbers(judge) -> None:  # 
 def test_factory_builds_it() -> None:
     from prometheus_client import CollectorRegistry
 
+    from agent.build import build_judge
     from agent.config import Settings
-    from agent.judges.factory import build_judge
     from agent.telemetry import Telemetry
 
     judge = build_judge(Settings(judge_model="embedding"), Telemetry(CollectorRegistry()))

@@ -11,11 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
-from agent.build import load_checked_settings
+from agent.build import build_judge, load_checked_settings
 from agent.config import ConfigError, Settings
 from agent.judges.base import ChunkAssessment, ClaimVerdict, InteractionVerdicts
 from agent.judges.cache import CachedJudge, MemoryVerdictCache
-from agent.judges.factory import build_judge
 from agent.judges.local import LexicalJudge
 from agent.judges.redacting import RedactingJudge
 from agent.model import Verdict

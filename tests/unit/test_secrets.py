@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import pytest
 
 from agent.cli import display_settings
+from agent.commands.logs import PROMPT_LOGGERS, configure_logging, secret_values
 from agent.config import load_settings
-from agent.infra.logging_setup import PROMPT_LOGGERS, configure_logging, secret_values
 from agent.infra.secrets import MASKER, install_log_masking, mask, mask_url, url_password
 
 REDIS_PASSWORD = "r3dis-Pa55/word"  # a '/' must survive URL encoding

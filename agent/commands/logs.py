@@ -1,5 +1,5 @@
-"""Logging for `ragpulse run`: one format, secrets masked at every level, prompts only on request,
-and third-party clients quiet unless debugging."""
+"""Logging of every `ragpulse` command: one format, secrets masked at every level, prompts only
+on request, and third-party clients quiet unless debugging."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """`ragpulse eval FILE [B --compare] [--out DIR] [--metrics m1,m2] [--judge MODEL]`: the parser.
 
-The work is in `agent.offline.cli`, imported only when the command runs (it loads rich and
+The work is in `agent.commands.eval_run`, imported only when the command runs (it loads rich and
 numpy, which `ragpulse run` never needs). An LLM judge's client (litellm: seconds of imports)
 is imported in a background thread started as the command begins, so that it overlaps reading
 and validating the input instead of preceding it.
@@ -51,7 +51,7 @@ def _main(args: argparse.Namespace, settings: Settings) -> int:
     atexit.register(gc.freeze)
     if not settings.judge.is_local:
         threading.Thread(target=_import_judge_client, name="import-litellm", daemon=True).start()
-    from agent.offline.cli import main
+    from agent.commands.eval_run import main
 
     return main(args, settings)
 

@@ -130,7 +130,7 @@ async def _score_all(
     """Score every file and write its results and summary; returns them and the judge's name."""
     from prometheus_client import CollectorRegistry
 
-    from agent.judges.factory import build_judge
+    from agent.build import build_judge
     from agent.telemetry import Telemetry
 
     telemetry = Telemetry(CollectorRegistry())
