@@ -204,9 +204,9 @@ def test_embedded_default_scores_the_four_reference_free_metrics() -> None:
             assert scrape.value("ragpulse_evaluations_total", outcome="ok", **labels) == 3, metric
             mean = scrape.value("ragpulse_score_sum", **labels) / 3
             assert 0.0 <= mean <= 1.0
-        # Chunk questions are shared by precision and relevancy, claim checks by faithfulness and
-        # answer relevancy: two judge calls per interaction.
-        assert scrape.value("ragpulse_judge_requests_total", model="lexical", outcome="ok") == 6
+        # The four metrics' chunk and claim questions are one combined question: one judge call
+        # per interaction (agent/judges/base.py, assess_interaction).
+        assert scrape.value("ragpulse_judge_requests_total", model="lexical", outcome="ok") == 3
     finally:
         agent.kill()
 
