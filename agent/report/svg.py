@@ -52,7 +52,7 @@ def _ticks(low: float, high: float, count: int = 5) -> list[float]:
     magnitude = 10 ** math.floor(math.log10(raw))
     step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
     first = math.ceil(low / step - 1e-9) * step
-    ticks = []
+    ticks: list[float] = []
     value = first
     while value <= high + 1e-9 and len(ticks) <= count + 2:
         ticks.append(round(value, 10))
