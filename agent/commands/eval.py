@@ -48,6 +48,7 @@ def _main(args: argparse.Namespace, settings: Settings) -> int:
     # At exit the interpreter would have the cycle collector walk every object that litellm, its
     # SDKs and the report made (1-2 s on a busy machine) to free memory the OS takes back anyway;
     # frozen objects are skipped. Registered first, so it runs after every other exit handler.
+    atexit.unregister(gc.freeze)  # once, however often the command runs in one process
     atexit.register(gc.freeze)
     if not settings.judge.is_local:
         threading.Thread(target=_import_judge_client, name="import-litellm", daemon=True).start()

@@ -44,17 +44,17 @@ def _svg(width: int, height: int, title: str, body: Sequence[str]) -> str:
 
 
 def _ticks(low: float, high: float, count: int = 5) -> list[float]:
-    """Round tick values covering [low, high]."""
+    """Round tick values covering [low, high] (at most count + 2 of them)."""
     span = high - low
-    if span <= 0:
+    if not span > 1e-9:  # also a range too narrow to hold distinct round ticks
         return [low]
     raw = span / count
     magnitude = 10 ** math.floor(math.log10(raw))
     step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
     first = math.ceil(low / step - 1e-9) * step
-    ticks = []
+    ticks: list[float] = []
     value = first
-    while value <= high + 1e-9:
+    while value <= high + 1e-9 and len(ticks) <= count + 2:
         ticks.append(round(value, 10))
         value += step
     return ticks
@@ -130,7 +130,7 @@ def differences_svg(
     plot_l, plot_r = label_w + 8, width - 16
     finite = [v for v in (*means, *lows, *highs) if math.isfinite(v)]
     low, high = min([0.0, *finite]), max([0.0, *finite])
-    pad = (high - low) * 0.08 or 0.05
+    pad = max((high - low) * 0.08, 0.05)  # a range of at least 0.1, however close the values
     low, high = low - pad, high + pad
 
     def x(v: float) -> float:

@@ -42,9 +42,8 @@ def full_item(n: int) -> EvalItem:
         question=f"What is the capital of France, and when was its tower built? ({n})",
         contexts=CONTEXTS,
         response="Paris is the capital of France. The Eiffel Tower was built in 1925.",
-        reference=(
-            f"Paris is the capital of France. The Eiffel Tower was built for the 1889 World's Fair ({n})."
-        ),
+        reference=f"Paris is the capital of France. The Eiffel Tower was built for the 1889 World's Fair "
+        f"({n}).",
         reference_contexts=CONTEXTS[:2],
         retrieved_ids=("d1", "d2", "d3"),
         relevant_ids=("d1", "d2"),
