@@ -274,8 +274,9 @@ def test_a_malformed_results_endpoint_fails_fast_naming_the_setting() -> None:
     finally:
         agent.kill()
     assert agent.log().strip() == (
-        "ragpulse run: results_otlp_endpoint (env RAGPULSE_RESULTS_OTLP_ENDPOINT): expected an http:// "
-        "or https:// URL such as http://collector:4318, got 'collector:4318'"
+        "ragpulse run: invalid configuration:\n"
+        "  results_otlp_endpoint (from environment; env RAGPULSE_RESULTS_OTLP_ENDPOINT): expected an "
+        "http(s):// URL such as http://collector:4318, got 'collector:4318'"
     )
 
 
