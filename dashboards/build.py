@@ -215,6 +215,19 @@ def quality() -> dash.Dashboard:
         ),
         description="0 while scores sit at or above baseline; 1 at the alarm threshold (capped at 2).",
     ).min(0)
+    # Exemplars: each dot is one scored interaction, its trace id a link to the trace (Tempo in
+    # the compose stack, through the Prometheus data source's exemplarTraceIdDestinations).
+    traces = _series(
+        "Low scores and the traces behind them",
+        "percentunit",
+        query(
+            f"histogram_quantile(0.1, sum by (le, metric) "
+            f"(rate(ragpulse_score_bucket{{{SCORE_FILTER}}}[$__rate_interval])))",
+            "p10 {{metric}}",
+        ).exemplar(True),
+        description="The 10th percentile score per metric; the dots are exemplars (the trace id of a "
+        "scored interaction in each bucket): click one to open its trace.",
+    ).min(0).max(1)
     volume = _series(
         "Scored interactions per second",
         "ops",
@@ -260,6 +273,7 @@ def quality() -> dash.Dashboard:
         .with_panel(drift_score)
         .with_panel(week)
         .with_panel(distribution)
+        .with_panel(traces)
         .with_row(dash.Row("Volume"))
         .with_panel(volume)
         .with_panel(outcomes)

@@ -1,7 +1,9 @@
 """Scores into Prometheus: the `ragpulse_score` histogram and `ragpulse_evaluations_total`.
 
 Scores are a histogram, not a gauge of a window mean, so that means across replicas are
-`rate(ragpulse_score_sum) / rate(ragpulse_score_count)`.
+`rate(ragpulse_score_sum) / rate(ragpulse_score_count)`. Each observation carries its trace id as
+an OpenMetrics exemplar (never a label), so a dashboard leads from a low bucket to the trace;
+/metrics answers in the OpenMetrics format, exemplars included, when the scraper asks for it.
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry
+from prometheus_client.exposition import choose_encoder
 
 from agent.infra.endpoint_security import EndpointSecurity
 from agent.infra.looplag import LoopLagMonitor
@@ -31,13 +34,21 @@ class PrometheusExporter:
         for result in results:
             self._telemetry.evaluations.labels(*labels, result.metric, result.outcome.value).inc()
             if result.outcome is Outcome.OK and result.value is not None:
-                self._telemetry.score.labels(*labels, result.metric).observe(result.value)
+                self._telemetry.score.labels(*labels, result.metric).observe(
+                    result.value, exemplar=trace_exemplar(interaction)
+                )
 
     async def start(self) -> None:
         """Nothing to connect."""
 
     async def shutdown(self, timeout: float) -> None:
         """Nothing is buffered: the registry is scraped."""
+
+
+def trace_exemplar(interaction: RagInteraction) -> dict[str, str]:
+    """The exemplar labels of an observation: `trace_id` (and `span_id`), as Grafana's
+    `exemplarTraceIdDestinations` and Tempo expect; OpenMetrics caps them at 128 characters."""
+    return {"trace_id": interaction.trace_id[:32], "span_id": interaction.span_id[:16]}
 
 
 class MetricsServer:
@@ -94,9 +105,12 @@ class MetricsServer:
             await self._loop_lag.shutdown(timeout)
 
     async def _metrics(self, request: web.Request) -> web.Response:
+        # OpenMetrics (with exemplars) when the scraper asks for it, as Prometheus does with
+        # exemplar storage on; the classic text format otherwise.
+        encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
         # Rendering thousands of series takes CPU time; keep it off the event loop.
-        body = await asyncio.to_thread(generate_latest, self._registry)
-        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+        body = await asyncio.to_thread(encoder, self._registry)
+        return web.Response(body=body, headers={"Content-Type": content_type})
 
     async def _healthz(self, request: web.Request) -> web.Response:
         return web.Response(text="ok\n")

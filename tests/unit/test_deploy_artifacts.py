@@ -8,6 +8,7 @@ code; generated rules and dashboards must match their generators.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -408,3 +409,34 @@ def test_service_monitor_scrapes_the_service_that_the_rules_watch() -> None:
     budget = resources["poddisruptionbudget.yaml"]
     assert budget["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
     assert resources["prometheusrule.yaml"]["kind"] == "PrometheusRule"
+
+
+def test_exemplars_lead_from_a_score_bucket_to_the_trace_in_the_compose_stack() -> None:
+    """Prometheus keeps exemplars, Grafana links their trace_id to Tempo, Tempo receives both the
+    apps' traces (through the Collector) and ragpulse's results, and the quality dashboard asks
+    for exemplars on the score buckets."""
+    tempo_config = yaml.safe_load((ROOT / "deploy/tempo/tempo.yaml").read_text())
+    protocols = tempo_config["distributor"]["receivers"]["otlp"]["protocols"]
+    tempo_ports = {name: int(p["endpoint"].rpartition(":")[2]) for name, p in protocols.items()}
+    assert "tempo" in services()
+    assert "--enable-feature=exemplar-storage" in services()["prometheus"]["command"]
+    for service in ragpulse_replicas().values():
+        settings = load_settings(environ={k: str(v) for k, v in service["environment"].items()})
+        assert settings.results.otlp_endpoint == f"http://tempo:{tempo_ports['http']}"
+    collector = yaml.safe_load((ROOT / "deploy/otel-collector/config.yaml").read_text())
+    (tempo_exporter,) = [
+        name for name in collector["service"]["pipelines"]["traces"]["exporters"] if name.startswith("otlp/")
+    ]
+    assert collector["exporters"][tempo_exporter]["endpoint"] == f"tempo:{tempo_ports['grpc']}"
+    provisioning = ROOT / "deploy/grafana/provisioning/datasources"
+    (prometheus,) = yaml.safe_load((provisioning / "prometheus.yml").read_text())["datasources"]
+    (tempo,) = yaml.safe_load((provisioning / "tempo.yml").read_text())["datasources"]
+    assert (
+        tempo["type"] == "tempo"
+        and tempo["url"] == f"http://tempo:{tempo_config['server']['http_listen_port']}"
+    )
+    (link,) = prometheus["jsonData"]["exemplarTraceIdDestinations"]
+    assert link == {"name": "trace_id", "datasourceUid": tempo["uid"]}
+    quality = json.loads((ROOT / "dashboards/ragpulse-quality.json").read_text())
+    targets = [t for panel in quality["panels"] for t in panel.get("targets", [])]
+    assert any(t.get("exemplar") and "ragpulse_score_bucket" in t["expr"] for t in targets)
