@@ -211,14 +211,33 @@ class MetricResult:
     reason: str = ""
     judge: str | None = None
     prompt_version: str | None = None
+    # Per chunk, in rank order, the judge's verdict behind the score (context_precision: useful
+    # for the answer; context_relevancy: holds a relevant statement); None where it gave none.
+    # Feeds the summary of the documents behind low scores (agent/exporters/documents.py).
+    chunk_verdicts: tuple[bool | None, ...] | None = None
 
     def __post_init__(self) -> None:
         if (self.outcome is Outcome.OK) != (self.value is not None):
             raise ValueError(f"{self.metric}: outcome {self.outcome} with value {self.value!r}")
 
     @classmethod
-    def ok(cls, metric: str, value: float, *, judge: str, prompt_version: str | None = None) -> MetricResult:
-        return cls(metric, value, Outcome.OK, judge=judge, prompt_version=prompt_version)
+    def ok(
+        cls,
+        metric: str,
+        value: float,
+        *,
+        judge: str,
+        prompt_version: str | None = None,
+        chunk_verdicts: tuple[bool | None, ...] | None = None,
+    ) -> MetricResult:
+        return cls(
+            metric,
+            value,
+            Outcome.OK,
+            judge=judge,
+            prompt_version=prompt_version,
+            chunk_verdicts=chunk_verdicts,
+        )
 
     @classmethod
     def skipped(cls, metric: str, reason: str) -> MetricResult:

@@ -68,8 +68,13 @@ class ContextPrecision:
         score = context_precision_at_k([bool(a.useful and a.useful.value) for a in assessed])
         if score is None:
             return MetricResult.skipped(self.name, "no_chunks")
+        useful = tuple(None if a.useful is None else bool(a.useful.value) for a in assessed)
         return MetricResult.ok(
-            self.name, score, judge=judge.model, prompt_version=judge.prompt_version(ASSESS_CHUNKS)
+            self.name,
+            score,
+            judge=judge.model,
+            prompt_version=judge.prompt_version(ASSESS_CHUNKS),
+            chunk_verdicts=useful,
         )
 
 
@@ -97,8 +102,13 @@ class ContextRelevancy:
         )
         if score is None:
             return MetricResult.skipped(self.name, "no_statements")
+        relevant = tuple(a.relevant_statements > 0 if a.statements else None for a in assessed)
         return MetricResult.ok(
-            self.name, score, judge=judge.model, prompt_version=judge.prompt_version(ASSESS_CHUNKS)
+            self.name,
+            score,
+            judge=judge.model,
+            prompt_version=judge.prompt_version(ASSESS_CHUNKS),
+            chunk_verdicts=relevant,
         )
 
 

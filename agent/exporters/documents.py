@@ -1,0 +1,121 @@
+"""The documents behind low scores: per service, which documents keep being retrieved and judged
+useless (or irrelevant), and which are most often useful.
+
+Per service and verdict a space-saving summary (agent/heavy_hitters.py) counts documents in
+bounded memory whatever their number; the top `top_n` are exported as
+`ragpulse_document_verdicts{service, verdict, document}` — at most services × 3 × top_n series,
+never one per document ever seen — and rewritten at most every `refresh_seconds`. A document is
+its chunk's id; a chunk without an id is named by a hash of its text (`text:` + 12 hex digits).
+
+verdict: `useless` (context precision: not useful for the answer), `useful`, `irrelevant`
+(context relevancy: no statement relevant to the question).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from agent.heavy_hitters import HeavyHitter, SpaceSaving
+from agent.model import MetricResult, Outcome, RagInteraction
+
+VERDICTS = ("useless", "useful", "irrelevant")
+
+
+class DocumentGauge(Protocol):
+    """The exported family: set and clear (service, verdict, document) series."""
+
+    def set(self, service: str, verdict: str, document: str, count: float) -> None: ...
+
+    def remove(self, service: str, verdict: str, document: str) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentsConfig:
+    top_n: int = 20
+    # Counters kept per (service, verdict): more than top_n, so the top is right on skewed traffic.
+    capacity_factor: int = 10
+    refresh_seconds: float = 5.0
+    max_services: int = 500
+
+
+def document_key(content: str, document_id: str | None) -> str:
+    if document_id:
+        return document_id[:200]
+    return "text:" + hashlib.sha256(content.encode("utf-8", "replace")).hexdigest()[:12]
+
+
+class DocumentSummary:
+    """An in-process exporter: counts each scored interaction's documents by verdict."""
+
+    def __init__(
+        self,
+        gauge: DocumentGauge,
+        config: DocumentsConfig = DocumentsConfig(),
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._gauge = gauge
+        self._config = config
+        self._clock = clock
+        self._summaries: dict[tuple[str, str], SpaceSaving] = {}
+        self._shown: dict[tuple[str, str], set[str]] = {}
+        self._refreshed = float("-inf")
+
+    async def start(self) -> None:
+        """Nothing to connect."""
+
+    async def shutdown(self, timeout: float) -> None:
+        self.refresh()
+
+    async def export(self, interaction: RagInteraction, results: Sequence[MetricResult]) -> None:
+        keys = [document_key(c.content, c.id) for c in interaction.chunks]
+        for result in results:
+            if result.outcome is not Outcome.OK or result.chunk_verdicts is None:
+                continue
+            if result.metric == "context_precision":
+                names = ("useful", "useless")
+            elif result.metric == "context_relevancy":
+                names = ("", "irrelevant")  # relevant chunks are not counted: useful says more
+            else:
+                continue
+            for key, verdict in zip(keys, result.chunk_verdicts, strict=False):
+                if verdict is None:
+                    continue
+                name = names[0] if verdict else names[1]
+                if name:
+                    self._summary(interaction.service, name).add(key)
+        if self._clock() - self._refreshed >= self._config.refresh_seconds:
+            self.refresh()
+
+    def _summary(self, service: str, verdict: str) -> SpaceSaving:
+        summary = self._summaries.get((service, verdict))
+        if summary is None:
+            if len({s for s, _ in self._summaries}) >= self._config.max_services:
+                service = "__other__"
+                summary = self._summaries.get((service, verdict))
+            if summary is None:
+                capacity = self._config.top_n * self._config.capacity_factor
+                summary = self._summaries[(service, verdict)] = SpaceSaving(capacity)
+        return summary
+
+    def summaries(self) -> list[SpaceSaving]:
+        return list(self._summaries.values())
+
+    def top(self, service: str, verdict: str) -> list[HeavyHitter]:
+        summary = self._summaries.get((service, verdict))
+        return summary.top(self._config.top_n) if summary is not None else []
+
+    def refresh(self) -> None:
+        """Rewrite the exported series: the current top of each summary, nothing else."""
+        self._refreshed = self._clock()
+        for (service, verdict), summary in self._summaries.items():
+            top = summary.top(self._config.top_n)
+            shown = {hitter.key for hitter in top}
+            for stale in self._shown.get((service, verdict), set()) - shown:
+                self._gauge.remove(service, verdict, stale)
+            for hitter in top:
+                self._gauge.set(service, verdict, hitter.key, hitter.count)
+            self._shown[(service, verdict)] = shown
