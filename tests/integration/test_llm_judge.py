@@ -84,7 +84,7 @@ def settings(server: FakeLLMServer, **overrides: object) -> Settings:
 
 def judge_for(server: FakeLLMServer, **overrides: object) -> tuple[CachedJudge, Telemetry]:
     telemetry = Telemetry(CollectorRegistry())
-    return build_judge(settings(server, **overrides), telemetry), telemetry
+    return build_judge(settings(server, **overrides), telemetry.judge), telemetry
 
 
 def llm_judge(server: FakeLLMServer, **options: object) -> LLMJudge:
