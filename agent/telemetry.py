@@ -363,6 +363,17 @@ class RuntimeTelemetry:
         )
 
 
+class DemoTelemetry:
+    """`ragpulse demo` only, on the demo agent's registry: which traffic phase is being sent."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.phase = Gauge(
+            "ragpulse_demo_phase",
+            "Demo traffic phase: 0 healthy, 1 irrelevant chunks ranked first, 2 missing facts",
+            registry=registry,
+        )
+
+
 class Telemetry:
     """Every group, built once on one registry. Only the composition root (and tests) hold it;
     components take the group they record into."""
