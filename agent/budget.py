@@ -1,6 +1,7 @@
 """The judge budget: a cap on judge calls per minute and/or USD per hour, shared by all replicas.
 
-Every judge call is recorded in a ledger of per-minute buckets (in Redis when configured, so the
+The judge reports each call and its price to a `SpendCounter` as it makes it; every judge call is
+recorded in a ledger of per-minute buckets (in Redis when configured, so the
 budget is global; in memory otherwise). A controller reads the recent spend rate every few
 seconds and scales the sampling rate by a factor in (0, 1]: down in proportion when spend
 exceeds the budget, back up (at most doubling per step) when it falls below. Spend is
@@ -12,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -78,11 +80,34 @@ class SpendMeter(Protocol):
         ...
 
 
+class SpendCounter:
+    """This process's judge spend, fed by the judge as it calls (agent/judges: `SpendSink`).
+
+    The instrumented judge adds one call for every question that reached a judge (a refused call,
+    open breaker, is no spend); the LLM judge adds the USD litellm prices each response at. It is
+    the budget's SpendMeter: the budget never reads Prometheus counters back.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # judges may run in worker threads (offline eval)
+        self._calls = 0.0
+        self._usd = 0.0
+
+    def add(self, calls: int, usd: float) -> None:
+        with self._lock:
+            self._calls += calls
+            self._usd += usd
+
+    def total(self) -> Spend:
+        with self._lock:
+            return Spend(self._calls, self._usd)
+
+
 class BudgetController:
     """Implements the sampler's BudgetFactor from the ledger's recent spend.
 
-    This replica's spend is read from a meter (the judge counters) and added to the shared
-    ledger on every refresh, so no judge call waits on the ledger.
+    This replica's spend is read from a meter (a SpendCounter the judge feeds) and added to the
+    shared ledger on every refresh, so no judge call waits on the ledger.
     """
 
     def __init__(

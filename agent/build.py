@@ -20,7 +20,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from agent.budget import BudgetController, MemoryLedger, RedisLedger, SpendLedger
+from agent.budget import BudgetController, MemoryLedger, RedisLedger, SpendCounter, SpendLedger
 from agent.config import ConfigError, KafkaSettings, Settings, load_settings
 from agent.drift import DriftConfig
 from agent.evaluate import Evaluator
@@ -31,7 +31,7 @@ from agent.idempotency import IdempotencyStore, MemoryIdempotency, RedisIdempote
 from agent.infra.endpoint_security import EndpointSecurity, load_web_config, otlp_security
 from agent.infra.looplag import LoopLagMonitor
 from agent.infra.waiting import Dependencies
-from agent.judges.base import Judge
+from agent.judges.base import Judge, SpendSink
 from agent.judges.cache import CachedJudge, MemoryVerdictCache, VerdictCache
 from agent.judges.instrumented import InstrumentedJudge
 from agent.judges.local import LexicalJudge
@@ -48,7 +48,11 @@ from agent.sampling import KeepRule, RateTable, RuleSampler
 from agent.series_budget import SeriesBudget
 from agent.sources.base import Source
 from agent.sources.otlp_http import OtlpHttpSource
-from agent.telemetry import Telemetry
+from agent.telemetry import (
+    IntakeTelemetry,
+    JudgeTelemetry,
+    Telemetry,
+)
 from agent.trust.aggregator import PpiAggregator, PpiConfig, rate_sampled
 from agent.trust.calibration import CalibrationError, load_calibrations
 from agent.trust.label_sampling import LabelSampler
@@ -109,7 +113,7 @@ def _check_redaction(settings: Settings) -> None:
 
 
 # The judge metrics use: cache → instruments → local or LLM judge, behind redaction when it is on.
-def build_verdict_cache(settings: Settings, telemetry: Telemetry, redis: Any = None) -> VerdictCache:
+def build_verdict_cache(settings: Settings, telemetry: JudgeTelemetry, redis: Any = None) -> VerdictCache:
     """Redis when configured (sharing `redis`, the agent's one client, if given), else in-process."""
     if settings.redis.url is None:
         return MemoryVerdictCache(settings.cache.max_entries)
@@ -123,8 +127,9 @@ def build_verdict_cache(settings: Settings, telemetry: Telemetry, redis: Any = N
     )
 
 
-def build_inner_judge(settings: Settings, telemetry: Telemetry) -> Judge:
-    """The judge that does the work, without cache or instruments."""
+def build_inner_judge(settings: Settings, telemetry: JudgeTelemetry, spend: SpendSink | None = None) -> Judge:
+    """The judge that does the work, without cache or instruments. An LLM judge reports its token
+    usage to `telemetry` and the USD it costs to `spend` (the judge budget)."""
     if settings.judge.model == "embedding":
         from agent.judges.embedding import EmbeddingJudge
 
@@ -146,11 +151,16 @@ def build_inner_judge(settings: Settings, telemetry: Telemetry) -> Judge:
         max_concurrency=settings.judge.max_concurrency,
         structured_output=settings.judge.structured_output,
     )
-    return LLMJudge(settings.judge.model, options, usage=telemetry)
+    return LLMJudge(settings.judge.model, options, usage=telemetry, spend=spend)
 
 
 def build_judge(
-    settings: Settings, telemetry: Telemetry, redis: Any = None, *, cached: bool = True
+    settings: Settings,
+    telemetry: JudgeTelemetry,
+    redis: Any = None,
+    *,
+    cached: bool = True,
+    spend: SpendSink | None = None,
 ) -> CachedJudge | RedactingJudge | InstrumentedJudge:
     """The judge metrics use: verdict cache in front of an instrumented local or LLM judge, behind
     redaction of personal data when `settings.redacts` (so cache keys see redacted text only).
@@ -159,14 +169,15 @@ def build_judge(
 
     `healthy()` on the result is False while an LLM judge's circuit breaker is open. Texts are cut
     to `judge_max_text_chars`, and local judges compute in worker threads, off the event loop.
+    Every call that reaches the judge, and its price, is reported to `spend` (the judge budget).
     """
     bounded = BoundedJudge(
-        build_inner_judge(settings, telemetry),
+        build_inner_judge(settings, telemetry, spend),
         max_text_chars=settings.judge.max_text_chars,
         offload=settings.judge.is_local,
-        on_truncate=telemetry.judge_texts_truncated.inc,
+        on_truncate=telemetry.texts_truncated.inc,
     )
-    judge: CachedJudge | InstrumentedJudge = InstrumentedJudge(bounded, telemetry)
+    judge: CachedJudge | InstrumentedJudge = InstrumentedJudge(bounded, telemetry, spend)
     if cached:
         judge = CachedJudge(judge, build_verdict_cache(settings, telemetry, redis), telemetry)
     if not settings.redacts:
@@ -228,12 +239,12 @@ def build_source(
             fetch_max_bytes=kafka.fetch_max_bytes,
             commit_interval_seconds=kafka.commit_interval_seconds,
         )
-        return KafkaSource(config, telemetry, dependencies=dependencies)
+        return KafkaSource(config, telemetry.kafka, dependencies=dependencies)
     otlp = settings.otlp
     http = OtlpHttpSource(
         *otlp.address,
         max_body_bytes=otlp.max_body_bytes,
-        telemetry=telemetry,
+        telemetry=telemetry.intake,
         # 401s are counted with the receiver's other refusals (reason "unauthorized").
         security=otlp_security(otlp),
     )
@@ -246,11 +257,11 @@ def build_source(
     from agent.sources.otlp_grpc import SOURCE as GRPC_SOURCE
     from agent.sources.otlp_grpc import OtlpGrpcSource
 
-    unauthorized = telemetry.requests_refused.labels(GRPC_SOURCE, "unauthorized").inc
+    unauthorized = telemetry.intake.requests_refused.labels(GRPC_SOURCE, "unauthorized").inc
     grpc = OtlpGrpcSource(
         *grpc_address,
         max_body_bytes=otlp.max_body_bytes,
-        refused=telemetry.requests_refused,
+        refused=telemetry.intake.requests_refused,
         # The same TLS, mTLS and bearer-token settings as OTLP/HTTP (agent/sources/grpc_security.py).
         credentials=server_credentials(otlp),
         interceptors=interceptors(otlp, unauthorized),
@@ -285,7 +296,7 @@ def build_exporters(
         exporters.append(
             OtlpResultsExporter(
                 results.otlp_endpoint,
-                telemetry,
+                telemetry.evaluation,
                 headers=results.otlp_header_map,
                 include_text=results.include_text,
                 timeout_seconds=results.otlp_timeout_seconds,
@@ -293,12 +304,12 @@ def build_exporters(
             )
         )
     # In-process exporters last: they count an interaction only once the durable ones succeeded.
-    exporters.append(PrometheusExporter(telemetry))
+    exporters.append(PrometheusExporter(telemetry.evaluation))
     drift = settings.drift
     store = RedisDriftStore(redis, drift.state_ttl_seconds) if redis is not None else None
     exporters.append(
         DriftAggregator(
-            telemetry,
+            telemetry.drift,
             drift_config(settings),
             drift.max_series,
             store=store,
@@ -342,7 +353,7 @@ def build_ppi(
             f"; problem thresholds: {thresholds}" if thresholds else "",
         )  # fmt: skip
     return PpiAggregator(
-        telemetry,
+        telemetry.trust,
         PpiConfig(
             window_seconds=trust.ppi_window_seconds,
             min_labels=trust.ppi_min_labels,
@@ -360,7 +371,7 @@ def build_ppi(
     )
 
 
-def metrics_security(settings: Settings, telemetry: Telemetry) -> EndpointSecurity:
+def metrics_security(settings: Settings, telemetry: IntakeTelemetry) -> EndpointSecurity:
     if not settings.server.web_config_file:
         return EndpointSecurity()
     refused = telemetry.requests_refused.labels("metrics", "unauthorized").inc
@@ -376,7 +387,7 @@ def build_agent(
     telemetry = Telemetry(registry if registry is not None else CollectorRegistry())
     for key, threshold in settings.alerts.thresholds.items():
         service, _, metric = key.rpartition("/")
-        telemetry.quality_threshold.labels(service, metric).set(threshold)
+        telemetry.drift.quality_threshold.labels(service, metric).set(threshold)
     redis = None
     owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
     leases = settings.idempotency
@@ -394,12 +405,14 @@ def build_agent(
     else:
         idempotency = MemoryIdempotency(owner, leases.lease_seconds, leases.ttl_seconds)
         ledger = MemoryLedger()
+    # The judge reports each call and its price here as it makes it; the budget reads it back.
+    spend = SpendCounter()
     budget = BudgetController(
         ledger,
-        telemetry,
+        spend,
         calls_per_minute=settings.budget.calls_per_minute,
         usd_per_hour=settings.budget.usd_per_hour,
-        exhausted=telemetry.budget_exhausted.set,
+        exhausted=telemetry.sampling.budget_exhausted.set,
     )
     sampling = settings.sampling
     keep_rules = [KeepRule.parse(rule) for rule in sampling.keep_rules]
@@ -410,10 +423,10 @@ def build_agent(
     series_budget = SeriesBudget(
         settings.series.max_pairs,
         settings.series.max_routes,
-        on_overflow=lambda kind: telemetry.label_overflows.labels(kind).inc(),
+        on_overflow=lambda kind: telemetry.assembly.label_overflows.labels(kind).inc(),
     )
     assembly = settings.assembly
-    judge = build_judge(settings, telemetry, redis)
+    judge = build_judge(settings, telemetry.judge, redis, spend=spend)
     pipeline = Pipeline(
         assembler=TraceAssembler(
             [OpenInference(), OpenLLMetry(), GenAI(), Manual()],
@@ -427,7 +440,10 @@ def build_agent(
         sampler=sampler,
         evaluator=Evaluator([METRICS[name]() for name in settings.metrics], judge),
         exporters=[*build_exporters(settings, telemetry, redis, ppi, dependencies), *observers],
-        telemetry=telemetry,
+        intake=telemetry.intake,
+        assembly=telemetry.assembly,
+        sampling=telemetry.sampling,
+        evaluation=telemetry.evaluation,
         idempotency=idempotency,
         config=PipelineConfig(
             max_pending=settings.pipeline.max_pending,
@@ -448,8 +464,8 @@ def build_agent(
         telemetry.registry,
         *settings.server.address,
         checks=readiness,
-        loop_lag=LoopLagMonitor(telemetry),
-        security=metrics_security(settings, telemetry),
+        loop_lag=LoopLagMonitor(telemetry.runtime),
+        security=metrics_security(settings, telemetry.intake),
         dependencies=dependencies,
     )
     self_check: Callable[[], Coroutine[Any, Any, object]] | None = None
@@ -458,7 +474,6 @@ def build_agent(
 
         self_check = functools.partial(check_judge, judge, settings.judge.api_base or "")
     return Agent(
-        telemetry,
         source,
         pipeline,
         budget,

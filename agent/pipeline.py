@@ -29,7 +29,12 @@ from agent.otlp.assemble import Assembler, Assembly
 from agent.otlp.decode import DecodedRequest
 from agent.sampling import THROTTLED_REASONS, Sampler
 from agent.sources.base import Source
-from agent.telemetry import Telemetry
+from agent.telemetry import (
+    AssemblyTelemetry,
+    EvaluationTelemetry,
+    IntakeTelemetry,
+    SamplingTelemetry,
+)
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +70,10 @@ class Pipeline:
         sampler: Sampler,
         evaluator: Evaluator,
         exporters: Sequence[Exporter],
-        telemetry: Telemetry,
+        intake: IntakeTelemetry,
+        assembly: AssemblyTelemetry,
+        sampling: SamplingTelemetry,
+        evaluation: EvaluationTelemetry,
         idempotency: IdempotencyStore,
         config: PipelineConfig = PipelineConfig(),
         gate: JudgeGate | None = None,
@@ -78,7 +86,10 @@ class Pipeline:
         self._sampler = sampler
         self._evaluator = evaluator
         self._exporters = tuple(exporters)
-        self._telemetry = telemetry
+        self._intake = intake
+        self._assembly = assembly
+        self._sampling = sampling
+        self._evaluation = evaluation
         self._max_pending = config.max_pending
         self._concurrency = config.concurrency
         self._queue: asyncio.Queue[Job] = asyncio.Queue()
@@ -89,12 +100,12 @@ class Pipeline:
             config.owner,
             lease_seconds=config.lease_seconds,
             done_seconds=config.done_seconds,
-            errors=telemetry.idempotency_errors.inc,
+            errors=evaluation.idempotency_errors.inc,
         )
         self._delivery = Delivery(
             self._leases,
             self.gate,
-            _Counters(telemetry),
+            evaluation,  # duplicates and deferrals
             busy_retry_seconds=config.busy_retry_seconds,
             max_deferrals=config.max_deferrals,
         )
@@ -121,9 +132,9 @@ class Pipeline:
             reason = None
         if reason != self._paused:
             if self._paused is not None:
-                self._telemetry.intake_paused.labels(self._paused).set(0)
+                self._intake.paused.labels(self._paused).set(0)
             if reason is not None:
-                self._telemetry.intake_paused.labels(reason).set(1)
+                self._intake.paused.labels(reason).set(1)
             self._paused = reason
         return reason
 
@@ -132,10 +143,9 @@ class Pipeline:
 
     def accept(self, request: DecodedRequest, source: str) -> int:
         sequence = self._ledger.begin()
-        telemetry = self._telemetry
         received = len(request.spans) + len(request.rejected)
         if received:
-            telemetry.spans_received.labels(source).inc(received)
+            self._intake.spans_received.labels(source).inc(received)
         for reason in request.rejected:
             self.dead_letter(reason, "span with a malformed trace or span id")
         if self._label_spans is not None:
@@ -147,7 +157,7 @@ class Pipeline:
         return self._ledger.watermark
 
     def dead_letter(self, reason: str, detail: str, count: int = 1) -> None:
-        self._telemetry.dead_letters.labels(reason).inc(count)
+        self._intake.dead_letters.labels(reason).inc(count)
         self._dead_letters.warning(reason, "dead letter (%s): %s", reason, detail)
 
     def _publish_watermark(self) -> None:
@@ -155,30 +165,30 @@ class Pipeline:
         self._ledger.publish(self._assembler.oldest_pending())
 
     def _take(self, assembly: Assembly) -> None:
-        telemetry = self._telemetry
+        assembled, sampling = self._assembly, self._sampling
         if assembly.assembled_spans:
-            telemetry.spans_assembled.inc(assembly.assembled_spans)
+            assembled.spans_assembled.inc(assembly.assembled_spans)
         for reason, count in assembly.skipped.items():
-            telemetry.spans_skipped.labels(reason).inc(count)
+            assembled.spans_skipped.labels(reason).inc(count)
         for reason, count in assembly.evictions.items():
-            telemetry.assembler_evictions.labels(reason).inc(count)
-        telemetry.assembler_buffered_spans.set(assembly.buffered_spans)
-        telemetry.assembler_buffered_traces.set(assembly.buffered_traces)
-        telemetry.assembler_buffered_bytes.set(assembly.buffered_bytes)
+            assembled.evictions.labels(reason).inc(count)
+        assembled.buffered_spans.set(assembly.buffered_spans)
+        assembled.buffered_traces.set(assembly.buffered_traces)
+        assembled.buffered_bytes.set(assembly.buffered_bytes)
         for origin, interaction in zip(assembly.origins, assembly.interactions, strict=True):
             labels = (interaction.service, interaction.route)
-            telemetry.interactions.labels(*labels).inc()
-            telemetry.sample_ratio.labels(interaction.service).set(self._sampler.ratio(interaction.service))
+            sampling.interactions.labels(*labels).inc()
+            sampling.ratio.labels(interaction.service).set(self._sampler.ratio(interaction.service))
             decision = self._sampler.decide(interaction)
             if decision.keep:
-                telemetry.interactions_sampled.labels(*labels).inc()
+                sampling.sampled.labels(*labels).inc()
                 # The queue is unbounded on purpose: admission control happens per request in
                 # accepting(), so a request that was accepted is never half-enqueued.
                 self._queue.put_nowait(Job(origin, interaction))
                 self._ledger.add(origin)
             elif decision.reason in THROTTLED_REASONS:
-                telemetry.interactions_rejected.inc()
-        telemetry.queue_depth.set(self._queue.qsize())
+                sampling.rejected.inc()
+        self._intake.queue_depth.set(self._queue.qsize())
         self._publish_watermark()
 
     # -- Evaluation -----------------------------------------------------------------------------
@@ -198,7 +208,7 @@ class Pipeline:
             await asyncio.sleep(self._expiry_interval)
             try:
                 self._take(self._assembler.expire(time.monotonic()))
-                self._telemetry.oldest_unfinished.set(self._ledger.oldest_age())
+                self._intake.oldest_unfinished.set(self._ledger.oldest_age())
                 self.pause_reason()  # keeps ragpulse_intake_paused current when no source asks
             except Exception:  # stage boundary: log and keep ticking
                 log.exception("assembly expiry failed")
@@ -207,7 +217,7 @@ class Pipeline:
         loop = asyncio.get_running_loop()
         while True:
             job = await self._queue.get()
-            self._telemetry.queue_depth.set(self._queue.qsize())
+            self._intake.queue_depth.set(self._queue.qsize())
             try:
                 retry = await self._delivery.deliver(job, self._evaluator.assess, self._export)
             except asyncio.CancelledError:
@@ -233,7 +243,7 @@ class Pipeline:
                 await exporter.export(interaction, results)
             except Exception as exc:
                 name = type(exporter).__name__
-                self._telemetry.export_failures.labels(name).inc()
+                self._evaluation.export_failures.labels(name).inc()
                 self._export_failures.warning(
                     name, "export of %s by %s failed, will retry: %s", interaction.interaction_id, name, exc
                 )
@@ -278,24 +288,10 @@ class Pipeline:
             await exporter.shutdown(timeout)
 
 
-class _Counters:
-    """Delivery's counters, on the agent's telemetry."""
-
-    def __init__(self, telemetry: Telemetry) -> None:
-        self._telemetry = telemetry
-
-    def duplicate(self) -> None:
-        self._telemetry.duplicates.inc()
-
-    def deferred(self, reason: str) -> None:
-        self._telemetry.evaluations_deferred.labels(reason).inc()
-
-
 @dataclass
 class Agent:
     """Everything `ragpulse run` starts, in start order."""
 
-    telemetry: Telemetry
     source: Source
     pipeline: Pipeline
     budget: BudgetController

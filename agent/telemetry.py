@@ -1,14 +1,14 @@
 """The agent's own Prometheus instruments: every name ragpulse exports, defined in one place.
 
-The registry is injected so tests and benchmarks use a fresh one. Labels are bounded: service,
-route, metric, model, outcome and reason only; never trace ids or text.
+One small group per stage, each built on the injected registry (tests and benchmarks use a fresh
+one). A component takes only the group(s) it records into; `Telemetry` builds every group once,
+in agent/build.py (and in tests). Labels are bounded: service, route, metric, model, outcome and
+reason only; never trace ids or text.
 """
 
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
-
-from agent.model import Spend
 
 # `*_created` samples double the exposition size and no dashboard uses them.
 disable_created_metrics()
@@ -19,12 +19,48 @@ LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 LOOP_LAG_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
-class Telemetry:
+class IntakeTelemetry:
+    """Sources and the pipeline's intake: what came in, what was refused or dead-lettered, and
+    whether intake keeps up (delivery and refusals: what an operator needs to see an outage or a
+    stuck replica)."""
+
     def __init__(self, registry: CollectorRegistry) -> None:
-        self.registry = registry
         self.spans_received = Counter(
             "ragpulse_spans_received", "Spans decoded from any source.", ["source"], registry=registry
         )
+        self.requests_refused = Counter(
+            "ragpulse_requests_refused",
+            "Requests a receiver refused, by source and reason (too_large, unsupported_media_type, "
+            "bad_request, undecodable, overloaded, judge_unavailable, unauthorized).",
+            ["source", "reason"],
+            registry=registry,
+        )
+        self.dead_letters = Counter(
+            "ragpulse_dead_letters",
+            "Input that could not be processed, by reason (undecodable, invalid_id, ...).",
+            ["reason"],
+            registry=registry,
+        )
+        self.paused = Gauge(
+            "ragpulse_intake_paused",
+            "1 while intake is paused, by reason (queue_full, judge_unavailable).",
+            ["reason"],
+            registry=registry,
+        )
+        self.queue_depth = Gauge(
+            "ragpulse_evaluation_queue_depth", "Interactions waiting for evaluation.", registry=registry
+        )
+        self.oldest_unfinished = Gauge(
+            "ragpulse_oldest_unfinished_seconds",
+            "Age of the oldest interaction taken in and not yet scored (0 when none).",
+            registry=registry,
+        )
+
+
+class AssemblyTelemetry:
+    """The trace assembler and the series budget of its labels (bounds: docs/limits.md)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
         self.spans_assembled = Counter(
             "ragpulse_spans_assembled", "Spans that became part of an interaction.", registry=registry
         )
@@ -34,45 +70,68 @@ class Telemetry:
             ["reason"],
             registry=registry,
         )
-        self.assembler_evictions = Counter(
+        self.evictions = Counter(
             "ragpulse_assembler_evictions",
             "Buffered traces (or spans of a full trace) evicted to bound memory, by reason "
             "(max_traces, max_spans_per_trace, max_chunk_bytes).",
             ["reason"],
             registry=registry,
         )
-        self.assembler_buffered_spans = Gauge(
+        self.buffered_spans = Gauge(
             "ragpulse_assembler_buffered_spans",
             "Spans waiting in the assembler for the rest of their trace.",
             registry=registry,
         )
-        self.assembler_buffered_traces = Gauge(
+        self.buffered_traces = Gauge(
             "ragpulse_assembler_buffered_traces", "Traces waiting in the assembler.", registry=registry
         )
-        self.dead_letters = Counter(
-            "ragpulse_dead_letters",
-            "Input that could not be processed, by reason (undecodable, invalid_id, ...).",
-            ["reason"],
+        self.buffered_bytes = Gauge(
+            "ragpulse_assembler_buffered_bytes",
+            "Estimated bytes the assembler holds for buffered traces (bounded by assembly_max_chunk_bytes).",
             registry=registry,
         )
+        self.label_overflows = Counter(
+            "ragpulse_label_overflows",
+            "Interactions whose labels were folded into '__other__' by the series budget, by what "
+            "overflowed (route: too many routes for the service; pair: the (service, route) budget).",
+            ["kind"],
+            registry=registry,
+        )
+
+
+class SamplingTelemetry:
+    """The sampler's decisions and the judge budget that throttles it."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
         self.interactions = Counter(
             "ragpulse_interactions", "Interactions assembled.", ["service", "route"], registry=registry
         )
-        self.interactions_sampled = Counter(
+        self.sampled = Counter(
             "ragpulse_interactions_sampled",
             "Interactions kept by the sampler for evaluation.",
             ["service", "route"],
             registry=registry,
         )
-        self.interactions_rejected = Counter(
+        self.rejected = Counter(
             "ragpulse_interactions_rejected",
             "Interactions the base sampling rate would judge that the judge budget turned away "
             "(or keep-rule matches over their cap).",
             registry=registry,
         )
-        self.sample_ratio = Gauge(
+        self.ratio = Gauge(
             "ragpulse_sample_ratio", "Effective sampling ratio.", ["service"], registry=registry
         )
+        self.budget_exhausted = Gauge(
+            "ragpulse_judge_budget_exhausted",
+            "1 while the judge budget (calls/min or USD/h) is spent and sampling is throttled.",
+            registry=registry,
+        )
+
+
+class EvaluationTelemetry:
+    """Scores and the delivery of evaluated interactions (idempotency, deferrals, exporters)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
         self.evaluations = Counter(
             "ragpulse_evaluations",
             "Metric evaluations by outcome (ok, skipped, error).",
@@ -86,40 +145,156 @@ class Telemetry:
             buckets=SCORE_BUCKETS,
             registry=registry,
         )
-        self.judge_requests = Counter(
+        self.evaluations_deferred = Counter(
+            "ragpulse_evaluations_deferred",
+            "Evaluations put back for a later retry after a retryable judge failure, by reason.",
+            ["reason"],
+            registry=registry,
+        )
+        self.duplicates = Counter(
+            "ragpulse_duplicates",
+            "Interactions delivered again after they were scored (skipped by idempotency key).",
+            registry=registry,
+        )
+        self.idempotency_errors = Counter(
+            "ragpulse_idempotency_errors", "Failed reads or writes of idempotency keys.", registry=registry
+        )
+        self.export_failures = Counter(
+            "ragpulse_export_failures",
+            "Failed exports of evaluated interactions (retried), by exporter.",
+            ["exporter"],
+            registry=registry,
+        )
+
+    # DeliveryCounters, for agent/delivery.py
+    def duplicate(self) -> None:
+        self.duplicates.inc()
+
+    def deferred(self, reason: str) -> None:
+        self.evaluations_deferred.labels(reason).inc()
+
+
+class JudgeTelemetry:
+    """Every judge wrapper's instruments: calls, cache, latency, tokens and cost, redaction, bounds.
+
+    It is also the sink those wrappers report to (CacheStats, UsageSink, RedactionCounter,
+    ErrorCounter), so each takes this group and nothing else.
+    """
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.requests = Counter(
             "ragpulse_judge_requests", "Calls to a judge by outcome.", ["model", "outcome"], registry=registry
         )
-        self.judge_cache_hits = Counter(
+        self.cache_hits = Counter(
             "ragpulse_judge_cache_hits", "Verdicts served from the cache.", registry=registry
         )
-        self.judge_cache_misses = Counter(
+        self.cache_misses = Counter(
             "ragpulse_judge_cache_misses", "Verdicts the cache did not hold.", registry=registry
         )
-        self.judge_latency = Histogram(
+        self.cache_errors = Counter(
+            "ragpulse_judge_cache_errors",
+            "Verdict-cache operations that failed (Redis down); evaluation continued uncached.",
+            ["operation"],
+            registry=registry,
+        )
+        self.latency = Histogram(
             "ragpulse_judge_latency_seconds",
             "Wall time of one judge call.",
             ["model"],
             buckets=LATENCY_BUCKETS,
             registry=registry,
         )
-        self.judge_tokens = Counter(
+        self.tokens = Counter(
             "ragpulse_judge_tokens", "Tokens used by judge calls.", ["model", "kind"], registry=registry
         )
-        self.judge_cost = Counter(
+        self.cost = Counter(
             "ragpulse_judge_cost_usd", "Judge cost in USD as litellm prices it.", ["model"], registry=registry
         )
-        self.drift_score = Gauge(
+        self.unpriced_calls = Counter(
+            "ragpulse_judge_unpriced_calls",
+            "Judge calls litellm has no price for (their cost is not in ragpulse_judge_cost_usd).",
+            ["model"],
+            registry=registry,
+        )
+        self.redactions = Counter(
+            "ragpulse_redactions",
+            "Personal data values replaced by placeholders before text left for a judge, by kind "
+            "(email, phone, card, iban, ip, or a custom kind).",
+            ["kind"],
+            registry=registry,
+        )
+        self.texts_truncated = Counter(
+            "ragpulse_judge_texts_truncated",
+            "Texts cut to judge_max_text_chars before judging.",
+            registry=registry,
+        )
+
+    # CacheStats, for CachedJudge
+    def hits(self, n: int) -> None:
+        if n:
+            self.cache_hits.inc(n)
+
+    def misses(self, n: int) -> None:
+        if n:
+            self.cache_misses.inc(n)
+
+    # UsageSink, for LLMJudge
+    def record_usage(
+        self, model: str, prompt_tokens: int, completion_tokens: int, cost_usd: float | None
+    ) -> None:
+        self.tokens.labels(model, "prompt").inc(prompt_tokens)
+        self.tokens.labels(model, "completion").inc(completion_tokens)
+        if cost_usd is None:
+            self.unpriced_calls.labels(model).inc()
+        else:
+            self.cost.labels(model).inc(cost_usd)
+
+    # RedactionCounter, for RedactingJudge
+    def redacted(self, kind: str, n: int) -> None:
+        self.redactions.labels(kind).inc(n)
+
+    # ErrorCounter, for RedisVerdictCache
+    def cache_error(self, operation: str) -> None:
+        self.cache_errors.labels(operation).inc()
+
+
+class DriftTelemetry:
+    """The drift detectors, and the quality thresholds the alert rules compare score means with
+    (exported so alert rules need no editing when the setting changes)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.score = Gauge(
             "ragpulse_drift_score",
             "Evidence of a drop below baseline (CUSUM over its threshold; >= 1 alarms).",
             ["service", "route", "metric"],
             registry=registry,
         )
-        self.drift_detected = Gauge(
+        self.detected = Gauge(
             "ragpulse_drift_detected",
             "1 while a drop below baseline is detected and confirmed by the window test.",
             ["service", "route", "metric"],
             registry=registry,
         )
+        self.state_errors = Counter(
+            "ragpulse_drift_state_errors",
+            "Failed loads or saves of drift detector state in Redis, by operation (the detector "
+            "carries on in memory).",
+            ["operation"],
+            registry=registry,
+        )
+        self.quality_threshold = Gauge(
+            "ragpulse_quality_threshold",
+            "Score mean below which the quality alert fires (setting alert_thresholds); "
+            "service is empty for the threshold of every service.",
+            ["service", "metric"],
+            registry=registry,
+        )
+
+
+class KafkaTelemetry:
+    """The Kafka source's consumer: lag, partitions owned, offset commits."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
         self.consumer_lag = Gauge(
             "ragpulse_consumer_lag",
             "Messages between the consumer's position and the partition's end.",
@@ -132,78 +307,17 @@ class Telemetry:
             ["topic"],
             registry=registry,
         )
-        self.kafka_commit_failures = Counter(
+        self.commit_failures = Counter(
             "ragpulse_kafka_commit_failures",
             "Offset commits that failed (messages get redelivered).",
             registry=registry,
         )
-        self.export_failures = Counter(
-            "ragpulse_export_failures",
-            "Failed exports of evaluated interactions (retried), by exporter.",
-            ["exporter"],
-            registry=registry,
-        )
-        self.duplicates = Counter(
-            "ragpulse_duplicates",
-            "Interactions delivered again after they were scored (skipped by idempotency key).",
-            registry=registry,
-        )
-        self.idempotency_errors = Counter(
-            "ragpulse_idempotency_errors", "Failed reads or writes of idempotency keys.", registry=registry
-        )
-        self.judge_unpriced_calls = Counter(
-            "ragpulse_judge_unpriced_calls",
-            "Judge calls litellm has no price for (their cost is not in ragpulse_judge_cost_usd).",
-            ["model"],
-            registry=registry,
-        )
-        self.judge_cache_errors = Counter(
-            "ragpulse_judge_cache_errors",
-            "Verdict-cache operations that failed (Redis down); evaluation continued uncached.",
-            ["operation"],
-            registry=registry,
-        )
-        self.queue_depth = Gauge(
-            "ragpulse_evaluation_queue_depth", "Interactions waiting for evaluation.", registry=registry
-        )
-        # Delivery and refusals: what an operator needs to see an outage or a stuck replica.
-        self.requests_refused = Counter(
-            "ragpulse_requests_refused",
-            "Requests a receiver refused, by source and reason (too_large, unsupported_media_type, "
-            "bad_request, undecodable, overloaded, judge_unavailable, unauthorized).",
-            ["source", "reason"],
-            registry=registry,
-        )
-        self.oldest_unfinished = Gauge(
-            "ragpulse_oldest_unfinished_seconds",
-            "Age of the oldest interaction taken in and not yet scored (0 when none).",
-            registry=registry,
-        )
-        self.intake_paused = Gauge(
-            "ragpulse_intake_paused",
-            "1 while intake is paused, by reason (queue_full, judge_unavailable).",
-            ["reason"],
-            registry=registry,
-        )
-        self.evaluations_deferred = Counter(
-            "ragpulse_evaluations_deferred",
-            "Evaluations put back for a later retry after a retryable judge failure, by reason.",
-            ["reason"],
-            registry=registry,
-        )
-        self.redactions = Counter(
-            "ragpulse_redactions",
-            "Personal data values replaced by placeholders before text left for a judge, by kind "
-            "(email, phone, card, iban, ip, or a custom kind).",
-            ["kind"],
-            registry=registry,
-        )
-        self.budget_exhausted = Gauge(
-            "ragpulse_judge_budget_exhausted",
-            "1 while the judge budget (calls/min or USD/h) is spent and sampling is throttled.",
-            registry=registry,
-        )
-        # Trust (agent/trust): human labels and prediction-powered estimates of the true quality.
+
+
+class TrustTelemetry:
+    """Trust (agent/trust): human labels and prediction-powered estimates of the true quality."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
         self.quality_estimate = Gauge(
             "ragpulse_quality_estimate",
             "Prediction-powered estimate of a metric's true mean in the latest window with enough "
@@ -231,7 +345,11 @@ class Telemetry:
             registry=registry,
         )
 
-        # Bounds and event-loop health (hostile input; docs/limits.md).
+
+class RuntimeTelemetry:
+    """Event-loop health (hostile input; docs/limits.md)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
         self.event_loop_lag = Histogram(
             "ragpulse_event_loop_lag_seconds",
             "How late the event loop woke a 100 ms timer: time it was blocked by CPU work.",
@@ -243,79 +361,31 @@ class Telemetry:
             "Longest event-loop stall seen since the agent started.",
             registry=registry,
         )
-        self.assembler_buffered_bytes = Gauge(
-            "ragpulse_assembler_buffered_bytes",
-            "Estimated bytes the assembler holds for buffered traces (bounded by assembly_max_chunk_bytes).",
-            registry=registry,
-        )
-        self.label_overflows = Counter(
-            "ragpulse_label_overflows",
-            "Interactions whose labels were folded into '__other__' by the series budget, by what "
-            "overflowed (route: too many routes for the service; pair: the (service, route) budget).",
-            ["kind"],
-            registry=registry,
-        )
-        self.judge_texts_truncated = Counter(
-            "ragpulse_judge_texts_truncated",
-            "Texts cut to judge_max_text_chars before judging.",
-            registry=registry,
-        )
-        self.drift_state_errors = Counter(
-            "ragpulse_drift_state_errors",
-            "Failed loads or saves of drift detector state in Redis, by operation (the detector "
-            "carries on in memory).",
-            ["operation"],
-            registry=registry,
-        )
-        # Alerting: the configured thresholds, so alert rules need no editing when they change.
-        self.quality_threshold = Gauge(
-            "ragpulse_quality_threshold",
-            "Score mean below which the quality alert fires (setting alert_thresholds); "
-            "service is empty for the threshold of every service.",
-            ["service", "metric"],
+
+
+class DemoTelemetry:
+    """`ragpulse demo` only, on the demo agent's registry: which traffic phase is being sent."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.phase = Gauge(
+            "ragpulse_demo_phase",
+            "Demo traffic phase: 0 healthy, 1 irrelevant chunks ranked first, 2 missing facts",
             registry=registry,
         )
 
-    # SpendMeter, for the judge budget
-    def total(self) -> Spend:
-        # Refused calls (open breaker) reached no judge: they are not spend.
-        calls = _sum_of_totals(self.judge_requests) - _sum_of_totals(self.judge_requests, outcome="refused")
-        return Spend(calls, _sum_of_totals(self.judge_cost))
 
-    # CacheStats, for CachedJudge
-    def hits(self, n: int) -> None:
-        if n:
-            self.judge_cache_hits.inc(n)
+class Telemetry:
+    """Every group, built once on one registry. Only the composition root (and tests) hold it;
+    components take the group they record into."""
 
-    def misses(self, n: int) -> None:
-        if n:
-            self.judge_cache_misses.inc(n)
-
-    # UsageSink, for LLMJudge
-    def record_usage(
-        self, model: str, prompt_tokens: int, completion_tokens: int, cost_usd: float | None
-    ) -> None:
-        self.judge_tokens.labels(model, "prompt").inc(prompt_tokens)
-        self.judge_tokens.labels(model, "completion").inc(completion_tokens)
-        if cost_usd is None:
-            self.judge_unpriced_calls.labels(model).inc()
-        else:
-            self.judge_cost.labels(model).inc(cost_usd)
-
-    # RedactionCounter, for RedactingJudge
-    def redacted(self, kind: str, n: int) -> None:
-        self.redactions.labels(kind).inc(n)
-
-    # ErrorCounter, for RedisVerdictCache
-    def cache_error(self, operation: str) -> None:
-        self.judge_cache_errors.labels(operation).inc()
-
-
-def _sum_of_totals(counter: Counter, **labels: str) -> float:
-    """A counter's value summed over all its label sets (those matching `labels`)."""
-    return sum(
-        sample.value
-        for metric in counter.collect()
-        for sample in metric.samples
-        if sample.name.endswith("_total") and all(sample.labels.get(k) == v for k, v in labels.items())
-    )
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+        self.intake = IntakeTelemetry(registry)
+        self.assembly = AssemblyTelemetry(registry)
+        self.sampling = SamplingTelemetry(registry)
+        self.evaluation = EvaluationTelemetry(registry)
+        self.judge = JudgeTelemetry(registry)
+        self.drift = DriftTelemetry(registry)
+        self.kafka = KafkaTelemetry(registry)
+        self.trust = TrustTelemetry(registry)
+        self.runtime = RuntimeTelemetry(registry)

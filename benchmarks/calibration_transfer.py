@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agent.build import build_inner_judge
 from agent.config import Settings
-from agent.telemetry import Telemetry
+from agent.telemetry import JudgeTelemetry
 from agent.trust.agreement import brier, expected_calibration_error
 from agent.trust.calibration import fit
 from benchmarks.harness import Benchmark, line, shared_data
@@ -57,7 +57,7 @@ def fmt(value: float | None) -> str:
 
 async def main_async(args: argparse.Namespace) -> None:
     judge = build_inner_judge(
-        Settings.model_validate({"judge_model": args.judge}), Telemetry(CollectorRegistry())
+        Settings.model_validate({"judge_model": args.judge}), JudgeTelemetry(CollectorRegistry())
     )
     data = {name: await faithfulness(judge, folder) for name, folder in SAMPLES.items()}
     line(f"judge {judge.model}, faithfulness, {args.method} calibration")

@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from agent.build import build_inner_judge
 from agent.config import Settings
 from agent.judges.base import Judge
-from agent.telemetry import Telemetry
+from agent.telemetry import JudgeTelemetry
 from agent.trust.agreement import Interval, auroc, grouped_bootstrap, problem_f1
 from benchmarks.common.heldout import ARES_LABELS, load_ares, load_ragtruth
 from benchmarks.harness import Benchmark
@@ -125,7 +125,7 @@ async def ares(bench: Benchmark, judge: Judge, path: Path) -> None:
 
 async def main_async(bench: Benchmark, args: argparse.Namespace) -> None:
     judge = build_inner_judge(
-        Settings.model_validate({"judge_model": args.judge}), Telemetry(CollectorRegistry())
+        Settings.model_validate({"judge_model": args.judge}), JudgeTelemetry(CollectorRegistry())
     )
     if args.ragtruth:
         await ragtruth(bench, judge, Path(args.ragtruth), args.split)

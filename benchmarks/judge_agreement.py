@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from agent.build import build_inner_judge
 from agent.config import Settings
 from agent.judges.base import Judge
-from agent.telemetry import Telemetry
+from agent.telemetry import JudgeTelemetry
 from agent.trust.agreement import DEFAULT_THRESHOLDS, auroc, balanced_accuracy, problem_f1
 from benchmarks.common.labelled import (
     RELEVANCE_GRID,
@@ -191,7 +191,7 @@ async def main_async(bench: Benchmark, args: argparse.Namespace) -> None:
         overrides["judge_api_base"] = args.api_base
     if args.api_key:
         overrides["judge_api_key"] = args.api_key
-    judge = build_inner_judge(Settings.model_validate(overrides), Telemetry(CollectorRegistry()))
+    judge = build_inner_judge(Settings.model_validate(overrides), JudgeTelemetry(CollectorRegistry()))
     if args.cross:
         await cross(bench, judge, Path(args.cross))
         return

@@ -95,7 +95,7 @@ def measure(server: FakeLLMServer, k: int, args: argparse.Namespace, miscounting
             if repeat_share is not None:  # a fresh agent: empty cache
                 telemetry = Telemetry(CollectorRegistry())
                 settings = Settings(judge_model=MODEL, judge_api_base=server.api_base, judge_api_key="k")
-                judge = build_judge(settings, telemetry)
+                judge = build_judge(settings, telemetry.judge)
                 items = workload(k, args.interactions, repeat_share, new_response, seed=args.seed)
             before = [
                 counter(telemetry, "ragpulse_judge_unpriced_calls_total", {"model": MODEL}),

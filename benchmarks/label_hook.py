@@ -25,7 +25,7 @@ from prometheus_client import CollectorRegistry
 
 from agent.model import Span
 from agent.otlp.decode import decode_request
-from agent.telemetry import Telemetry
+from agent.telemetry import TrustTelemetry
 from agent.trust.aggregator import PpiAggregator, PpiConfig
 from agent.trust.label_sampling import LabelSampler
 from benchmarks.harness import Benchmark, line
@@ -65,7 +65,7 @@ def main() -> None:
     parser = bench.parser
     parser.add_argument("--seconds", type=float, default=3.0)
     args = bench.parse()
-    aggregator = PpiAggregator(Telemetry(CollectorRegistry()), PpiConfig(), LabelSampler(0.1))
+    aggregator = PpiAggregator(TrustTelemetry(CollectorRegistry()), PpiConfig(), LabelSampler(0.1))
     for annotated in (False, True):
         ns = per_span_ns(aggregator, spans(50, annotated), args.seconds)
         line(f"{'annotated' if annotated else 'plain':>9} spans: {ns:8.0f} ns per span")

@@ -44,22 +44,22 @@ def exposition(services: int, routes_per_service: int, shared_routes: bool) -> t
             if (service, route) in pairs:
                 continue
             pairs.add((service, route))
-            telemetry.interactions.labels(service, route).inc()
-            telemetry.interactions_sampled.labels(service, route).inc()
-            telemetry.sample_ratio.labels(service).set(1.0)
+            telemetry.sampling.interactions.labels(service, route).inc()
+            telemetry.sampling.sampled.labels(service, route).inc()
+            telemetry.sampling.ratio.labels(service).set(1.0)
             for metric in METRICS:
-                telemetry.evaluations.labels(service, route, metric, "ok").inc()
-                telemetry.score.labels(service, route, metric).observe(0.8)
+                telemetry.evaluation.evaluations.labels(service, route, metric, "ok").inc()
+                telemetry.evaluation.score.labels(service, route, metric).observe(0.8)
                 if drift_series < drift_cap:
                     drift_series += 1
-                    telemetry.drift_score.labels(service, route, metric).set(0.0)
-                    telemetry.drift_detected.labels(service, route, metric).set(0.0)
+                    telemetry.drift.score.labels(service, route, metric).set(0.0)
+                    telemetry.drift.detected.labels(service, route, metric).set(0.0)
     for name in ("ok", "error"):
-        telemetry.judge_requests.labels("lexical", name).inc()
-    telemetry.judge_latency.labels("lexical").observe(0.01)
+        telemetry.judge.requests.labels("lexical", name).inc()
+    telemetry.judge.latency.labels("lexical").observe(0.01)
     for metric, value in defaults.alerts.thresholds.items():
         service, _, name = metric.rpartition("/")
-        telemetry.quality_threshold.labels(service, name).set(value)
+        telemetry.drift.quality_threshold.labels(service, name).set(value)
     body = generate_latest(telemetry.registry)
     lines = sum(1 for line in body.splitlines() if line and not line.startswith(b"#"))
     return len(pairs), lines, len(body), len(gzip.compress(body))

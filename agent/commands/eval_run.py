@@ -131,10 +131,10 @@ async def _score_all(
     from prometheus_client import CollectorRegistry
 
     from agent.build import build_judge
-    from agent.telemetry import Telemetry
+    from agent.telemetry import JudgeTelemetry
 
-    telemetry = Telemetry(CollectorRegistry())
-    judge = build_judge(settings, telemetry)
+    # The judge's instruments on a registry nobody scrapes: offline, there is no /metrics.
+    judge = build_judge(settings, JudgeTelemetry(CollectorRegistry()))
     evaluator = OfflineEvaluator(judge, metrics, k=k, concurrency=settings.pipeline.eval_concurrency)
     scored: list[Scored] = []
     for n, (path, (items, bad)) in enumerate(zip(files, loaded, strict=True)):

@@ -18,12 +18,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Gauge
+from prometheus_client import CollectorRegistry
 
 from agent.config import Settings
 from agent.demo.recorder import Recorder
 from agent.demo.state import DemoState
 from agent.demo.traffic import Phase, Schedule, SpanEmitter, TrafficModel
+from agent.telemetry import DemoTelemetry
 
 log = logging.getLogger(__name__)
 
@@ -139,11 +140,7 @@ def run_demo(settings: Settings, *, duration: float | None, regress_after: float
         missing_after = regress_after + max(5.0, (end - regress_after) / 2)
     schedule = Schedule(regress_after, missing_after)
     registry = CollectorRegistry()
-    phase_gauge = Gauge(
-        "ragpulse_demo_phase",
-        "Demo traffic phase: 0 healthy, 1 irrelevant chunks ranked first, 2 missing facts",
-        registry=registry,
-    )
+    demo_telemetry = DemoTelemetry(registry)
     recorder = Recorder(started)
     agent = build_agent(settings, registry, observers=[recorder])
     state = DemoState(registry, recorder, schedule, duration, settings.judge.model)
@@ -151,7 +148,7 @@ def run_demo(settings: Settings, *, duration: float | None, regress_after: float
     def on_phase(phase: Phase) -> None:
         state.phase = phase
         state.phase_started.setdefault(int(phase), recorder.elapsed())
-        phase_gauge.set(int(phase))
+        demo_telemetry.phase.set(int(phase))
 
     async def main() -> None:
         stop = asyncio.Event()

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 from agent.drift import DriftConfig, DriftDetector
 from agent.model import MetricResult, Outcome, RagInteraction
-from agent.telemetry import Telemetry
+from agent.telemetry import DriftTelemetry
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ class MemoryDriftStore:
 class DriftAggregator:
     def __init__(
         self,
-        telemetry: Telemetry,
+        telemetry: DriftTelemetry,
         config: DriftConfig,
         max_series: int = 2000,
         *,
@@ -125,8 +125,8 @@ class DriftAggregator:
                 self._dirty.add(key)
             if not state.ready:
                 continue
-            self._telemetry.drift_score.labels(*key).set(round(state.score, 4))
-            self._telemetry.drift_detected.labels(*key).set(1.0 if state.detected else 0.0)
+            self._telemetry.score.labels(*key).set(round(state.score, 4))
+            self._telemetry.detected.labels(*key).set(1.0 if state.detected else 0.0)
             if state.detected and key not in self._alarmed:
                 self._alarmed.add(key)
                 log.warning(
@@ -181,7 +181,7 @@ class DriftAggregator:
             if old in self._dirty:
                 self._dirty.discard(old)
                 self._unsaved[old] = evicted.snapshot()
-            for gauge in (self._telemetry.drift_score, self._telemetry.drift_detected):
+            for gauge in (self._telemetry.score, self._telemetry.detected):
                 with contextlib.suppress(KeyError):  # never exported: baseline not complete
                     gauge.remove(*old)
         return detector
@@ -213,7 +213,7 @@ class DriftAggregator:
             await self.save()
 
     def _error(self, operation: str, message: str) -> None:
-        self._telemetry.drift_state_errors.labels(operation).inc()
+        self._telemetry.state_errors.labels(operation).inc()
         now = time.monotonic()
         if now - self._last_error_log.get(operation, float("-inf")) >= _ERROR_LOG_INTERVAL:
             self._last_error_log[operation] = now

@@ -30,7 +30,7 @@ from agent.config import ConfigError
 from agent.exporters.result_spans import evaluation_request
 from agent.infra.waiting import Dependencies, Waiter, cancel, reachable
 from agent.model import MetricResult, RagInteraction
-from agent.telemetry import Telemetry
+from agent.telemetry import EvaluationTelemetry
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ class OtlpResultsExporter:
     def __init__(
         self,
         endpoint: str,
-        telemetry: Telemetry,
+        telemetry: EvaluationTelemetry,
         *,
         headers: Mapping[str, str] | None = None,
         include_text: bool = False,

@@ -20,13 +20,13 @@ from agent.infra.endpoint_security import EndpointSecurity
 from agent.infra.looplag import LoopLagMonitor
 from agent.infra.waiting import Dependencies
 from agent.model import MetricResult, Outcome, RagInteraction
-from agent.telemetry import Telemetry
+from agent.telemetry import EvaluationTelemetry
 
 log = logging.getLogger(__name__)
 
 
 class PrometheusExporter:
-    def __init__(self, telemetry: Telemetry) -> None:
+    def __init__(self, telemetry: EvaluationTelemetry) -> None:
         self._telemetry = telemetry
 
     async def export(self, interaction: RagInteraction, results: Sequence[MetricResult]) -> None:

@@ -13,7 +13,7 @@ import contextlib
 import logging
 import time
 
-from agent.telemetry import Telemetry
+from agent.telemetry import RuntimeTelemetry
 
 log = logging.getLogger(__name__)
 
@@ -22,7 +22,7 @@ _LOG_INTERVAL = 60.0
 
 
 class LoopLagMonitor:
-    def __init__(self, telemetry: Telemetry, interval: float = 0.1) -> None:
+    def __init__(self, telemetry: RuntimeTelemetry, interval: float = 0.1) -> None:
         self._histogram = telemetry.event_loop_lag
         self._max_gauge = telemetry.event_loop_lag_max
         self._interval = interval

@@ -257,3 +257,11 @@ class JudgeWrapper(ABC):
 
     @abstractmethod
     async def compare_answers(self, query: str, response: str, reference: str) -> AnswerComparison: ...
+
+
+class SpendSink(Protocol):
+    """Where a judge reports its spend as it is made: the judge budget's SpendCounter
+    (agent/budget.py). Calls come from the instrumented judge (every question that reached a
+    judge; refused ones are not spend), USD from the LLM judge (litellm's price per response)."""
+
+    def add(self, calls: int, usd: float) -> None: ...

@@ -1,6 +1,7 @@
 """A Judge wrapper that measures every call that reaches the real judge (after the cache).
 
-A question is one request, `assess_interaction` included (one call for an LLM judge).
+A question is one request, `assess_interaction` included (one call for an LLM judge). Each request
+that reached the judge is also spend for the judge budget (`SpendSink`); a refused one is not.
 """
 
 from __future__ import annotations
@@ -17,18 +18,20 @@ from agent.judges.base import (
     Judge,
     JudgeError,
     JudgeWrapper,
+    SpendSink,
 )
 from agent.model import Verdict
-from agent.telemetry import Telemetry
+from agent.telemetry import JudgeTelemetry
 
 T = TypeVar("T")
 
 
 class InstrumentedJudge(JudgeWrapper):
-    def __init__(self, inner: Judge, telemetry: Telemetry) -> None:
+    def __init__(self, inner: Judge, telemetry: JudgeTelemetry, spend: SpendSink | None = None) -> None:
         super().__init__(inner)
-        self._requests = telemetry.judge_requests
-        self._latency = telemetry.judge_latency.labels(inner.model)
+        self._requests = telemetry.requests
+        self._latency = telemetry.latency.labels(inner.model)
+        self._spend = spend
 
     async def _measure(self, call: Awaitable[T]) -> T:
         started = time.perf_counter()
@@ -37,11 +40,18 @@ class InstrumentedJudge(JudgeWrapper):
         except JudgeError as exc:
             # A refused call (open breaker) reached no judge: not spend, not latency.
             self._requests.labels(self.model, "refused" if exc.refused else "error").inc()
+            if not exc.refused:
+                self._spent()
             raise
         finally:
             self._latency.observe(time.perf_counter() - started)
         self._requests.labels(self.model, "ok").inc()
+        self._spent()
         return result
+
+    def _spent(self) -> None:
+        if self._spend is not None:
+            self._spend.add(1, 0.0)
 
     async def assess_chunks(
         self, query: str, answer: str | None, chunks: Sequence[str]

@@ -40,6 +40,7 @@ from agent.judges.base import (
     ClaimVerdict,
     InteractionVerdicts,
     JudgeError,
+    SpendSink,
 )
 from agent.judges.questions import (
     CHECK_CLAIMS,
@@ -296,11 +297,17 @@ class LLMJudge:
     """A Judge backed by an LLM through litellm; see the module docstring for the call policy."""
 
     def __init__(
-        self, model: str, options: LLMJudgeOptions | None = None, usage: UsageSink | None = None
+        self,
+        model: str,
+        options: LLMJudgeOptions | None = None,
+        usage: UsageSink | None = None,
+        spend: SpendSink | None = None,
     ) -> None:
         self._model = model
         self._options = options or LLMJudgeOptions()
         self._usage_sink = usage
+        # The judge budget's USD, priced per response; calls are counted by InstrumentedJudge.
+        self._spend = spend
         self._unpriced_models: set[str] = set()
         self._litellm = load_litellm()
         self._prompts = {kind: load_prompt(kind) for kind in PROMPT_KINDS}
@@ -578,3 +585,5 @@ class LLMJudge:
         self.usage.add(prompt, completion, cost)
         if self._usage_sink is not None:
             self._usage_sink.record_usage(self._model, prompt, completion, cost)
+        if self._spend is not None and cost is not None:
+            self._spend.add(0, cost)

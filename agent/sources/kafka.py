@@ -57,7 +57,7 @@ from agent.otlp.decode import KAFKA_ENCODINGS, DecodedRequest, UndecodableError,
 from agent.sources.base import Intake
 from agent.sources.handover import DECODE_INLINE_BYTES, LoopTurns, slices
 from agent.sources.offsets import OffsetTracker
-from agent.telemetry import Telemetry
+from agent.telemetry import KafkaTelemetry
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +129,7 @@ class KafkaSource:
     def __init__(
         self,
         config: KafkaSourceConfig,
-        telemetry: Telemetry,
+        telemetry: KafkaTelemetry,
         on_fatal: Callable[[], None] | None = None,
         dependencies: Dependencies | None = None,
     ) -> None:
@@ -381,7 +381,7 @@ class KafkaSource:
         except KafkaError as exc:
             # Kept in the tracker: offered again on the next round. Messages are redelivered to
             # whoever owns the partition next; idempotency keys keep them from being scored twice.
-            self._telemetry.kafka_commit_failures.inc()
+            self._telemetry.commit_failures.inc()
             self._log.warning(
                 "commit", "offset commit failed (%s); retrying, uncommitted messages may be redelivered", exc
             )
@@ -420,7 +420,7 @@ class KafkaSource:
             try:
                 await consumer.commit_async(offsets)  # type: ignore[union-attr]
             except Exception as exc:
-                self._telemetry.kafka_commit_failures.inc()
+                self._telemetry.commit_failures.inc()
                 self._log.warning(
                     "revoke_commit", "commit on revoke failed (%s); the new owner redoes it", exc
                 )

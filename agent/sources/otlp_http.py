@@ -40,7 +40,7 @@ from agent.sources import refusals
 from agent.sources.base import Intake
 from agent.sources.handover import ACCEPT_SLICE_SPANS, DECODE_INLINE_BYTES, slices
 from agent.sources.refusals import RateLimitFilter, Refusals
-from agent.telemetry import Telemetry
+from agent.telemetry import IntakeTelemetry
 
 log = logging.getLogger(__name__)
 # aiohttp logs every malformed request with a traceback; through this logger, once per 10 s.
@@ -157,7 +157,7 @@ class OtlpHttpSource:
         host: str,
         port: int,
         max_body_bytes: int,
-        telemetry: Telemetry | None = None,
+        telemetry: IntakeTelemetry | None = None,
         security: EndpointSecurity | None = None,
     ) -> None:
         self._security = security or EndpointSecurity()

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from agent.budget import BudgetController
 from agent.model import MetricResult, Outcome, RagInteraction, Span
 from agent.sampling import KeepRule, RateTable, trace_fraction
-from agent.telemetry import Telemetry
+from agent.telemetry import TrustTelemetry
 from agent.trust.calibration import CalibrationSet
 from agent.trust.label_sampling import LabelSampler, label_fraction
 from agent.trust.labels import Label, carries_labels, labels_from_span
@@ -71,7 +71,7 @@ class _Awaiting:
 class PpiAggregator:
     def __init__(
         self,
-        telemetry: Telemetry,
+        telemetry: TrustTelemetry,
         config: PpiConfig,
         sampler: LabelSampler,
         *,

@@ -108,7 +108,7 @@ def test_every_stack_redacts_and_costs_one_call_per_interaction(
     server.reset()
     settings = settings_for(judge_model, redaction, server)
     telemetry = Telemetry(CollectorRegistry())
-    judge = build_judge(settings, telemetry, cached=cached)
+    judge = build_judge(settings, telemetry.judge, cached=cached)
     evaluator = Evaluator([metric() for metric in STREAMING_METRICS.values()], judge)
     subjects = interactions()
     model = judge.model

@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry
 
 from agent.otlp.decode import DecodedRequest
 from agent.sources.kafka import KafkaSource, KafkaSourceConfig
-from agent.telemetry import Telemetry
+from agent.telemetry import KafkaTelemetry
 from tests.support.kafka_broker import Broker, produce_raw
 from tests.support.otlp import OpenIntake
 
@@ -64,7 +64,7 @@ def test_a_defect_behind_the_consumer_dead_letters_the_message_and_consumption_g
 
     async def scenario() -> BuggyIntake:
         intake = BuggyIntake()
-        source = KafkaSource(settings, Telemetry(CollectorRegistry()), on_fatal=lambda: None)
+        source = KafkaSource(settings, KafkaTelemetry(CollectorRegistry()), on_fatal=lambda: None)
         await source.start(intake)
         try:
             for _ in range(600):
@@ -87,7 +87,7 @@ def test_a_consumer_task_that_dies_is_logged_and_stops_the_agent(caplog: pytest.
     fatal: list[bool] = []
     source = KafkaSource(
         KafkaSourceConfig(connection={"bootstrap_servers": ["127.0.0.1:9"]}, topic="t", group_id="g"),
-        Telemetry(CollectorRegistry()),
+        KafkaTelemetry(CollectorRegistry()),
         on_fatal=lambda: fatal.append(True),
     )
 

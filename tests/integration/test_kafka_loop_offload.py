@@ -29,7 +29,7 @@ from agent.otlp.decode import DecodedRequest
 from agent.pipeline import Agent
 from agent.sources.handover import DECODE_INLINE_BYTES, LoopTurns
 from agent.sources.kafka import KafkaSource, KafkaSourceConfig
-from agent.telemetry import Telemetry
+from agent.telemetry import KafkaTelemetry
 from tests.support.kafka_broker import Broker, produce_raw
 from tests.support.net import Scrape, http_get, scrape
 from tests.support.otlp import OpenIntake, Recorder, protobuf
@@ -275,7 +275,7 @@ def test_a_large_message_reaches_the_pipeline_in_slices_with_the_loop_free_betwe
     async def scenario() -> RecordingIntake:
         intake = RecordingIntake()
         ticker = asyncio.create_task(intake.tick())
-        source = KafkaSource(config, Telemetry(CollectorRegistry()), on_fatal=lambda: None)
+        source = KafkaSource(config, KafkaTelemetry(CollectorRegistry()), on_fatal=lambda: None)
         await source.start(intake)
         try:
             for _ in range(int(WAIT * 10)):

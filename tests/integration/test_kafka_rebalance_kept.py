@@ -21,7 +21,7 @@ from prometheus_client import CollectorRegistry
 
 from agent.otlp.decode import DecodedRequest
 from agent.sources.kafka import KafkaSource, KafkaSourceConfig
-from agent.telemetry import Telemetry
+from agent.telemetry import KafkaTelemetry
 from tests.support.kafka_broker import Broker
 from tests.support.otlp import OpenIntake
 
@@ -108,7 +108,7 @@ def test_a_partition_kept_across_a_rebalance_is_committed_to_its_end_once_its_wo
 
     async def scenario() -> tuple[int, dict[int, int]]:
         intake = HeldIntake()
-        source = KafkaSource(config, Telemetry(registry), on_fatal=lambda: None)
+        source = KafkaSource(config, KafkaTelemetry(registry), on_fatal=lambda: None)
         await source.start(intake)
         member: Member | None = None
         try:

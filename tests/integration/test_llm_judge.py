@@ -18,6 +18,7 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client import CollectorRegistry
 
+from agent.budget import SpendCounter
 from agent.build import build_judge
 from agent.config import Settings
 from agent.judges.cache import CachedJudge
@@ -82,9 +83,11 @@ def settings(server: FakeLLMServer, **overrides: object) -> Settings:
     return Settings.model_validate(values)
 
 
-def judge_for(server: FakeLLMServer, **overrides: object) -> tuple[CachedJudge, Telemetry]:
+def judge_for(
+    server: FakeLLMServer, spend: SpendCounter | None = None, **overrides: object
+) -> tuple[CachedJudge, Telemetry]:
     telemetry = Telemetry(CollectorRegistry())
-    return build_judge(settings(server, **overrides), telemetry), telemetry
+    return build_judge(settings(server, **overrides), telemetry.judge, spend=spend), telemetry
 
 
 def llm_judge(server: FakeLLMServer, **options: object) -> LLMJudge:
@@ -251,7 +254,8 @@ def test_a_second_invalid_answer_is_an_error_not_a_score(fake: FakeLLMServer) ->
 
 def test_circuit_breaker_opens_then_probes(fake: FakeLLMServer) -> None:
     fake.fail_always("500")
-    judge, telemetry = judge_for(fake, judge_max_retries=0, judge_breaker_failures=2)
+    spend = SpendCounter()
+    judge, telemetry = judge_for(fake, spend, judge_max_retries=0, judge_breaker_failures=2)
     subjects = [interaction(response=f"Paris is the capital, answer {i}.") for i in range(4)]
     for subject in subjects[:2]:
         result = asyncio.run(STREAMING_METRICS["faithfulness"]().evaluate(subject, judge))
@@ -279,6 +283,7 @@ def test_circuit_breaker_opens_then_probes(fake: FakeLLMServer) -> None:
         "ragpulse_judge_requests_total", {"model": MODEL, "outcome": "refused"}
     )
     assert refused == 1
+    assert spend.total().calls == errors + 1  # the judge budget saw the two errors and the probe
 
 
 def test_instructions_inside_a_chunk_stay_fenced_data(fake: FakeLLMServer) -> None:
@@ -396,7 +401,8 @@ def test_fake_server_runs_as_a_process() -> None:
 
 def test_cost_of_a_priced_model_is_counted(fake: FakeLLMServer) -> None:
     # The test server answers for any model name; litellm prices gpt-4o-mini from its local map.
-    judge, telemetry = judge_for(fake, judge_model="openai/gpt-4o-mini")
+    spend = SpendCounter()
+    judge, telemetry = judge_for(fake, spend, judge_model="openai/gpt-4o-mini")
     asyncio.run(evaluate(judge, interaction()))
     registry = telemetry.registry
     prompt = registry.get_sample_value(
@@ -408,6 +414,11 @@ def test_cost_of_a_priced_model_is_counted(fake: FakeLLMServer) -> None:
     assert (prompt, completion) == (fake.stats.prompt_tokens, fake.stats.completion_tokens)
     cost = registry.get_sample_value("ragpulse_judge_cost_usd_total", {"model": "openai/gpt-4o-mini"})
     assert cost is not None and cost > 0
+    # The judge budget is told the same spend by the judge itself, not by reading these counters.
+    requests = registry.get_sample_value(
+        "ragpulse_judge_requests_total", {"model": "openai/gpt-4o-mini", "outcome": "ok"}
+    )
+    assert spend.total().calls == requests == 2 and spend.total().usd == pytest.approx(cost)
     assert (
         registry.get_sample_value("ragpulse_judge_unpriced_calls_total", {"model": "openai/gpt-4o-mini"})
         is None

@@ -21,7 +21,7 @@ from agent.offline.evaluate import (
     available_metrics,
 )
 from agent.offline.records import EvalItem
-from agent.telemetry import Telemetry
+from agent.telemetry import JudgeTelemetry
 from tests.support.llm_server import FakeLLMServer, fenced_blocks
 
 pytestmark = pytest.mark.integration
@@ -75,7 +75,7 @@ def evaluator(
     }
     values.update(overrides)
     items = [full_item(0)]
-    judge = build_judge(Settings.model_validate(values), Telemetry(CollectorRegistry()))
+    judge = build_judge(Settings.model_validate(values), JudgeTelemetry(CollectorRegistry()))
     return OfflineEvaluator(judge, available_metrics(items, 3), k=3, retry=retry)
 
 

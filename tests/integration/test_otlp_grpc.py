@@ -69,7 +69,9 @@ class Receiver:
     def __init__(self, max_body_bytes: int = 4 * 1024 * 1024) -> None:
         self.intake = RecordingIntake()
         self.telemetry = Telemetry(CollectorRegistry())
-        self.source = OtlpGrpcSource("127.0.0.1", 0, max_body_bytes, refused=self.telemetry.requests_refused)
+        self.source = OtlpGrpcSource(
+            "127.0.0.1", 0, max_body_bytes, refused=self.telemetry.intake.requests_refused
+        )
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
 

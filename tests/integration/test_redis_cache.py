@@ -65,7 +65,7 @@ def judge_for(redis_url: str, llm: FakeLLMServer, **overrides: object) -> tuple[
     }
     values.update(overrides)
     telemetry = Telemetry(CollectorRegistry())
-    return build_judge(Settings.model_validate(values), telemetry), telemetry
+    return build_judge(Settings.model_validate(values), telemetry.judge), telemetry
 
 
 async def evaluate(judge: CachedJudge, subject: RagInteraction) -> dict[str, MetricResult]:

@@ -1,11 +1,19 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 
 import pytest
+from prometheus_client import CollectorRegistry
 
-from agent.budget import BudgetController, MemoryLedger, Spend
+from agent.budget import BudgetController, MemoryLedger, Spend, SpendCounter
+from agent.build import build_judge
+from agent.config import Settings
 from agent.idempotency import LeaseOutcome, MemoryIdempotency
+from agent.judges.base import InteractionVerdicts, JudgeError
+from agent.judges.instrumented import InstrumentedJudge
+from agent.judges.local import LexicalJudge
+from agent.telemetry import JudgeTelemetry
 
 
 class Meter:
@@ -90,3 +98,53 @@ def test_memory_idempotency_release_frees_a_claim() -> None:
     assert run(store.acquire("x", "a:2")) is LeaseOutcome.BUSY
     run(store.release("x", "a:1"))
     assert run(store.acquire("x", "a:2")) is LeaseOutcome.GRANTED
+
+
+class UnreadRegistry(CollectorRegistry):
+    """A registry the judge's instruments record into and that nobody may read back."""
+
+    def collect(self):  # type: ignore[no-untyped-def]
+        raise AssertionError("the budget read a Prometheus registry")
+
+    def get_sample_value(self, name, labels=None):  # type: ignore[no-untyped-def]
+        raise AssertionError("the budget read a Prometheus registry")
+
+
+class Failing(LexicalJudge):
+    """Fails every question: refused (open breaker, no call made) or after reaching the judge."""
+
+    def __init__(self, refused: bool) -> None:
+        super().__init__()
+        self.refused = refused
+
+    async def assess_interaction(
+        self, query: str, response: str, chunks: Sequence[str]
+    ) -> InteractionVerdicts:
+        raise JudgeError("down", retryable=self.refused, refused=self.refused)
+
+
+def test_judge_spend_reaches_the_budget_without_reading_a_registry() -> None:
+    spend, telemetry = SpendCounter(), JudgeTelemetry(UnreadRegistry())
+    judge = build_judge(Settings(judge_model="lexical"), telemetry, spend=spend)
+    chunks = ["Paris is the capital of France.", "Bananas are yellow."]
+
+    async def ask(batch: int) -> None:
+        for i in range(40):
+            await judge.assess_interaction(f"Capital of France {batch}.{i}?", "Paris.", chunks)
+        await judge.assess_interaction(f"Capital of France {batch}.0?", "Paris.", chunks)  # cached: no call
+        for refused in (True, False):
+            with pytest.raises(JudgeError):
+                await InstrumentedJudge(Failing(refused), telemetry, spend).assess_interaction(
+                    "q", "r", chunks
+                )
+
+    run(ask(1))
+    # 40 questions reached the judge, and one that failed there; the refused one is no spend.
+    assert spend.total() == Spend(41, 0.0)
+
+    clock = Clock(60 * 1000.0)
+    controller = BudgetController(MemoryLedger(), spend, calls_per_minute=10, usd_per_hour=None, clock=clock)
+    run(ask(2))  # 41 more calls in this minute: 4.1x the budget
+    clock.now += 1
+    assert run(controller.refresh()) == pytest.approx(0.95 / 4.1, rel=0.02)
+    # USD comes from the LLM judge's priced responses: tests/integration/test_llm_judge.py.

@@ -41,12 +41,16 @@ def _pipeline(
     metric: GatedMetric, exporter: ListExporter, keep: Sequence[str] = (), rate: float = 1.0
 ) -> Pipeline:
     rules = [KeepRule.parse(rule) for rule in keep]
+    telemetry = Telemetry(CollectorRegistry())
     return Pipeline(
         assembler=assembler(capture=[rule.attribute for rule in rules]),
         sampler=RuleSampler(RateTable(rate, {}, {}), rules),
         evaluator=Evaluator([metric], judge=None),  # type: ignore[arg-type]
         exporters=[exporter],
-        telemetry=Telemetry(CollectorRegistry()),
+        intake=telemetry.intake,
+        assembly=telemetry.assembly,
+        sampling=telemetry.sampling,
+        evaluation=telemetry.evaluation,
         idempotency=MemoryIdempotency("test", lease_seconds=30, done_seconds=60),
         config=PipelineConfig(max_pending=100, concurrency=2),
     )

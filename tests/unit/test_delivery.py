@@ -199,7 +199,10 @@ def test_a_retryable_judge_failure_defers_and_pauses_instead_of_recording_an_err
             sampler=RuleSampler(RateTable(1.0, {}, {})),
             evaluator=Evaluator([STREAMING_METRICS["faithfulness"]()], judge),  # type: ignore[arg-type]
             exporters=[exporter],
-            telemetry=telemetry,
+            intake=telemetry.intake,
+            assembly=telemetry.assembly,
+            sampling=telemetry.sampling,
+            evaluation=telemetry.evaluation,
             idempotency=MemoryIdempotency("r", 30, 300),
             config=PipelineConfig(max_pending=100, concurrency=2),
             gate=JudgeGate(base_delay=0.05, max_delay=0.2),

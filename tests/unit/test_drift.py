@@ -10,7 +10,7 @@ from prometheus_client import CollectorRegistry
 from agent.drift import DriftConfig, DriftDetector
 from agent.exporters.drift import DriftAggregator, MemoryDriftStore
 from agent.model import MetricResult, RagInteraction
-from agent.telemetry import Telemetry
+from agent.telemetry import DriftTelemetry
 
 SMALL = DriftConfig(baseline_size=200, window=50, threshold=8.0, alpha=1e-4)
 
@@ -66,7 +66,7 @@ def _interaction(route: str) -> RagInteraction:
 
 def test_aggregator_exports_gauges_and_ignores_undefined_scores() -> None:
     registry = CollectorRegistry()
-    aggregator = DriftAggregator(Telemetry(registry), SMALL, max_series=2)
+    aggregator = DriftAggregator(DriftTelemetry(registry), SMALL, max_series=2)
     rng = random.Random(4)
     for i in range(SMALL.baseline_size + 400):
         value = rng.gauss(0.7 if i < SMALL.baseline_size + 100 else 0.4, 0.1)
@@ -131,19 +131,19 @@ def test_the_baseline_is_not_relearnt_after_a_restart() -> None:
     store = MemoryDriftStore()
     labels = {"service": "svc", "route": "a", "metric": "faithfulness"}
     first_registry = CollectorRegistry()
-    first = DriftAggregator(Telemetry(first_registry), SMALL, store=store)
+    first = DriftAggregator(DriftTelemetry(first_registry), SMALL, store=store)
     _scores(first, [0.7] * SMALL.baseline_size)  # the baseline is learnt; nothing judged yet
     assert first_registry.get_sample_value("ragpulse_drift_score", labels) is None
     asyncio.run(first.shutdown(1.0))  # saves what changed
     assert store.states[("svc", "a", "faithfulness")]["n"] == SMALL.baseline_size
 
     registry = CollectorRegistry()
-    restarted = DriftAggregator(Telemetry(registry), SMALL, store=store)
+    restarted = DriftAggregator(DriftTelemetry(registry), SMALL, store=store)
     _scores(restarted, [0.7])  # one score: ready at once, the baseline came from the store
     assert registry.get_sample_value("ragpulse_drift_score", labels) == 0.0
     # Without the store, one score is one score of a new baseline: nothing exported yet.
     fresh_registry = CollectorRegistry()
-    _scores(DriftAggregator(Telemetry(fresh_registry), SMALL), [0.7])
+    _scores(DriftAggregator(DriftTelemetry(fresh_registry), SMALL), [0.7])
     assert fresh_registry.get_sample_value("ragpulse_drift_score", labels) is None
 
 
@@ -162,7 +162,7 @@ class FailingStore:
 def test_a_store_outage_never_fails_an_export_and_is_counted() -> None:
     registry = CollectorRegistry()
     store = FailingStore()
-    aggregator = DriftAggregator(Telemetry(registry), SMALL, store=store)
+    aggregator = DriftAggregator(DriftTelemetry(registry), SMALL, store=store)
     _scores(aggregator, [0.7] * (SMALL.baseline_size + 1))
     assert registry.get_sample_value("ragpulse_drift_state_errors_total", {"operation": "load"}) == 1
     asyncio.run(aggregator.save())
@@ -173,7 +173,7 @@ def test_a_store_outage_never_fails_an_export_and_is_counted() -> None:
 
 def test_series_evicted_before_a_save_are_saved_later() -> None:
     store = MemoryDriftStore()
-    aggregator = DriftAggregator(Telemetry(CollectorRegistry()), SMALL, max_series=1, store=store)
+    aggregator = DriftAggregator(DriftTelemetry(CollectorRegistry()), SMALL, max_series=1, store=store)
 
     async def run() -> None:
         for route in ("a", "b"):

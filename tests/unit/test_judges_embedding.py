@@ -50,7 +50,7 @@ def test_factory_builds_it() -> None:
 
     from agent.build import build_judge
     from agent.config import Settings
-    from agent.telemetry import Telemetry
+    from agent.telemetry import JudgeTelemetry
 
-    judge = build_judge(Settings(judge_model="embedding"), Telemetry(CollectorRegistry()))
+    judge = build_judge(Settings(judge_model="embedding"), JudgeTelemetry(CollectorRegistry()))
     assert judge.model == "embedding-minilm" and judge.healthy()

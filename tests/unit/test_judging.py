@@ -245,7 +245,7 @@ def test_every_wrapper_passes_the_judges_identity_and_health_through() -> None:
     from agent.judges.offload import BoundedJudge
     from agent.judges.redacting import RedactingJudge
     from agent.redact import RedactionRules, Redactor
-    from agent.telemetry import Telemetry
+    from agent.telemetry import JudgeTelemetry
 
     class Refusing(CountingJudge):
         model = "refusing"
@@ -256,7 +256,7 @@ def test_every_wrapper_passes_the_judges_identity_and_health_through() -> None:
         def healthy(self) -> bool:
             return False
 
-    telemetry = Telemetry(CollectorRegistry())
+    telemetry = JudgeTelemetry(CollectorRegistry())
     for inner, health in ((Refusing(), False), (CountingJudge(), True)):
         wrapped = [
             BoundedJudge(inner),
@@ -360,9 +360,9 @@ def test_wrapper_order_keeps_redaction_caching_and_the_one_call(order: str) -> N
     from agent.judges.redacting import RedactingJudge
     from agent.metrics import STREAMING_METRICS
     from agent.redact import Redactor
-    from agent.telemetry import Telemetry
+    from agent.telemetry import JudgeTelemetry
 
-    telemetry = Telemetry(CollectorRegistry())
+    telemetry = JudgeTelemetry(CollectorRegistry())
     inner = RecordingCombined()
     bounded = BoundedJudge(inner)
 

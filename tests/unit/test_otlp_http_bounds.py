@@ -106,7 +106,7 @@ def _serve(intake: ScriptedIntake, requests: list[tuple[bytes, dict[str, str]]])
     from prometheus_client import CollectorRegistry
 
     from agent.sources.otlp_http import OtlpHttpSource
-    from agent.telemetry import Telemetry
+    from agent.telemetry import IntakeTelemetry
 
     registry = CollectorRegistry()
 
@@ -119,7 +119,7 @@ def _serve(intake: ScriptedIntake, requests: list[tuple[bytes, dict[str, str]]])
             return exc.code, dict(exc.headers)
 
     async def run() -> list:  # type: ignore[type-arg]
-        source = OtlpHttpSource("127.0.0.1", 0, 1 << 20, telemetry=Telemetry(registry))
+        source = OtlpHttpSource("127.0.0.1", 0, 1 << 20, telemetry=IntakeTelemetry(registry))
         await source.start(intake)
         try:
             assert source.bound_port is not None

@@ -67,7 +67,7 @@ def make(
     config = PpiConfig(
         window_seconds=3600, min_labels=min_labels, max_pending=max_pending, windows_kept=windows_kept
     )
-    aggregator = PpiAggregator(telemetry, config, LabelSampler(fraction), clock=clock, **kwargs)  # type: ignore[arg-type]
+    aggregator = PpiAggregator(telemetry.trust, config, LabelSampler(fraction), clock=clock, **kwargs)  # type: ignore[arg-type]
     return aggregator, telemetry, clock
 
 

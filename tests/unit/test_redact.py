@@ -19,7 +19,7 @@ from agent.judges.local import LexicalJudge
 from agent.judges.redacting import RedactingJudge
 from agent.model import Verdict
 from agent.redact import RedactionConfigError, RedactionRules, Redactor
-from agent.telemetry import Telemetry
+from agent.telemetry import JudgeTelemetry
 
 # Test values: documentation ranges, example domains, the standard test card and IBAN examples.
 PLANTED = {
@@ -179,7 +179,7 @@ class RecordingJudge:
 
 
 def test_redacting_judge_hides_values_from_cache_and_judge_and_counts_once_per_interaction() -> None:
-    telemetry = Telemetry(CollectorRegistry())
+    telemetry = JudgeTelemetry(CollectorRegistry())
     inner = RecordingJudge()
     cache = MemoryVerdictCache(100)
     judge = RedactingJudge(CachedJudge(inner, cache, telemetry), Redactor(), telemetry)
@@ -210,7 +210,7 @@ def test_redacting_judge_hides_values_from_cache_and_judge_and_counts_once_per_i
 
 
 def test_factory_wraps_llm_judges_only() -> None:
-    telemetry = Telemetry(CollectorRegistry())
+    telemetry = JudgeTelemetry(CollectorRegistry())
     assert isinstance(build_judge(Settings(judge_model="lexical"), telemetry), CachedJudge)
     redacting = build_judge(Settings(judge_model="lexical", redact_pii="on"), telemetry)
     assert isinstance(redacting, RedactingJudge)
