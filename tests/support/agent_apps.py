@@ -61,6 +61,22 @@ def _search_text(query: str) -> str:
 
 
 def langgraph_openinference() -> dict:
+    from openinference.instrumentation.langchain import LangChainInstrumentor
+
+    memory, provider = _recorder()
+    LangChainInstrumentor().instrument(tracer_provider=provider)
+    return _langgraph(memory)
+
+
+def langgraph_openllmetry() -> dict:
+    from opentelemetry.instrumentation.langchain import LangchainInstrumentor
+
+    memory, provider = _recorder()
+    LangchainInstrumentor().instrument(tracer_provider=provider)
+    return _langgraph(memory)
+
+
+def _langgraph(memory: Any) -> dict:
     from langchain.agents import create_agent
     from langchain_core.documents import Document
     from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
@@ -68,10 +84,7 @@ def langgraph_openinference() -> dict:
     from langchain_core.retrievers import BaseRetriever
     from langchain_core.tools import create_retriever_tool
     from langgraph.checkpoint.memory import InMemorySaver
-    from openinference.instrumentation.langchain import LangChainInstrumentor
 
-    memory, provider = _recorder()
-    LangChainInstrumentor().instrument(tracer_provider=provider)
     given: list[list[str]] = []
 
     class Scripted(GenericFakeChatModel):
@@ -249,12 +262,28 @@ class _ResponsesServer:
 
 def openai_agents_openinference() -> dict:
     import agents
-    from openai import AsyncOpenAI
     from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor
 
     agents.set_trace_processors([])  # nothing goes to OpenAI's trace backend
     memory, provider = _recorder()
     OpenAIAgentsInstrumentor().instrument(tracer_provider=provider)
+    return _openai_agents(memory)
+
+
+def openai_agents_openllmetry() -> dict:
+    import agents
+    from opentelemetry.instrumentation.openai_agents import OpenAIAgentsInstrumentor
+
+    agents.set_trace_processors([])  # nothing goes to OpenAI's trace backend
+    memory, provider = _recorder()
+    OpenAIAgentsInstrumentor().instrument(tracer_provider=provider)
+    return _openai_agents(memory)
+
+
+def _openai_agents(memory: Any) -> dict:
+    import agents
+    from openai import AsyncOpenAI
+
     server = _ResponsesServer()
 
     @agents.function_tool
@@ -299,6 +328,8 @@ APPS = {
     "llamaindex-function-openinference": llamaindex_function_openinference,
     "llamaindex-react-openinference": llamaindex_react_openinference,
     "openai-agents-openinference": openai_agents_openinference,
+    "langgraph-openllmetry": langgraph_openllmetry,
+    "openai-agents-openllmetry": openai_agents_openllmetry,
 }
 
 

@@ -410,3 +410,208 @@ def test_conversation_query_round_trip() -> None:
     forged = (Turn("user", "a\x1equestion\x1fq2"),)
     assert split_conversation(conversation_query("q", forged)) == ("q", (Turn("user", "a question q2"),))
     assert conversation_query("q", ()) == "q" and split_conversation("q") == ("q", ())
+
+
+# -- OpenLLMetry (Traceloop): the layouts its LangChain and OpenAI Agents instrumentors write -----
+
+
+def _lc_tool_message(content: str, call_id: str, status: str = "success") -> dict:
+    return {
+        "lc": 1,
+        "type": "constructor",
+        "id": ["langchain", "schema", "messages", "ToolMessage"],
+        "kwargs": {
+            "content": content,
+            "type": "tool",
+            "name": "search",
+            "tool_call_id": call_id,
+            "status": status,
+        },
+    }
+
+
+def openllmetry_langgraph(recorder: Recorder, *, failure: str | None = None) -> None:
+    """`create_agent` under opentelemetry-instrumentation-langchain 0.62: a LangGraph workflow
+    whose input is the agent state; model tasks around GenAI `chat` spans; tools tasks around
+    `traceloop.span.kind=tool` spans (LangChain's callback records, the ToolMessage as output)
+    around `vector_db_retrieve` tasks. `failure`: "raised" (the second tool raised: error.type and
+    an exception event) or "reported" (its ToolMessage has status "error")."""
+    tracer = recorder.tracer
+
+    def text(role: str, content: str) -> dict:
+        return {"role": role, "parts": [{"type": "text", "content": content}]}
+
+    state = {
+        "inputs": {"messages": [{"role": "user", "content": QUESTION}]},
+        "metadata": {"thread_id": "t-1"},
+    }
+    messages = [text("user", QUESTION)]
+    with tracer.start_as_current_span("invoke_agent LangGraph") as root:
+        set_all(root, {"gen_ai.operation.name": "invoke_agent", "gen_ai.conversation.id": "t-1"})
+        with tracer.start_as_current_span("LangGraph.workflow") as workflow:
+            set_all(
+                workflow, {"traceloop.span.kind": "workflow", "traceloop.entity.input": json.dumps(state)}
+            )
+            for n, (query, docs) in enumerate([("seine", SEINE), ("bridges", BRIDGES)]):
+                call = {"type": "tool_call", "id": f"c{n}", "name": "search", "arguments": {"query": query}}
+                with tracer.start_as_current_span("execute_task model") as task:
+                    task.set_attribute("traceloop.span.kind", "task")
+                    with tracer.start_as_current_span("Fake.chat") as llm:
+                        set_all(
+                            llm,
+                            {
+                                "gen_ai.operation.name": "chat",
+                                "gen_ai.input.messages": json.dumps(messages),
+                                "gen_ai.output.messages": json.dumps(
+                                    [{"role": "assistant", "parts": [call]}]
+                                ),
+                            },
+                        )
+                joined = "\n\n".join(docs)
+                with tracer.start_as_current_span("execute_task tools") as task:
+                    task.set_attribute("traceloop.span.kind", "task")
+                    with tracer.start_as_current_span("execute_tool search") as tool:
+                        arguments = json.dumps({
+                            "input_str": str({"query": query}), "tags": [], "metadata": {},
+                            "inputs": {"query": query}, "kwargs": {"tool_call_id": f"c{n}"},
+                        })  # fmt: skip
+                        set_all(
+                            tool,
+                            {
+                                "traceloop.span.kind": "tool",
+                                "gen_ai.operation.name": "execute_tool",
+                                "traceloop.entity.input": arguments,
+                                "gen_ai.tool.call.arguments": arguments,
+                            },
+                        )
+                        with tracer.start_as_current_span("vector_db_retrieve Exact") as retriever:
+                            found = {"documents": [{"page_content": d, "metadata": {}} for d in docs]}
+                            set_all(
+                                retriever,
+                                {
+                                    "traceloop.span.kind": "task",
+                                    "gen_ai.operation.name": "vector_db_retrieve",
+                                    "traceloop.entity.input": json.dumps({"query": query}),
+                                    "traceloop.entity.output": json.dumps(found),
+                                },
+                            )
+                        result = joined
+                        if failure and n == 1:
+                            result = "Error: the index is down"
+                            if failure == "raised":
+                                tool.set_attribute("error.type", "ConnectionError")
+                                tool.record_exception(ConnectionError("the index is down"))
+                        if failure != "raised" or n == 0:
+                            status = "error" if failure and n == 1 else "success"
+                            output = json.dumps(
+                                {"output": _lc_tool_message(result, f"c{n}", status), "kwargs": {}}
+                            )
+                            tool.set_attribute("gen_ai.tool.call.result", output)
+                            tool.set_attribute("traceloop.entity.output", output)
+                messages += [
+                    {"role": "assistant", "parts": [call]},
+                    {
+                        "role": "tool",
+                        "parts": [{"type": "tool_call_response", "id": f"c{n}", "response": result}],
+                    },
+                ]
+            with tracer.start_as_current_span("execute_task model") as task:
+                task.set_attribute("traceloop.span.kind", "task")
+                with tracer.start_as_current_span("Fake.chat") as llm:
+                    set_all(
+                        llm,
+                        {
+                            "gen_ai.operation.name": "chat",
+                            "gen_ai.input.messages": json.dumps(messages),
+                            "gen_ai.output.messages": json.dumps([text("assistant", ANSWER)]),
+                        },
+                    )
+
+
+def test_openllmetry_langgraph_agent() -> None:
+    recorder = Recorder()
+    openllmetry_langgraph(recorder)
+    (interaction,) = assembler().add(decoded(recorder.spans())).interactions
+    assert (interaction.query, contents(interaction), interaction.response) == (
+        QUESTION,
+        SEINE + BRIDGES,
+        ANSWER,
+    )
+    assert interaction.sub_queries == ("seine", "bridges") and interaction.session_id == "t-1"
+    assert (interaction.searches, interaction.tool_errors, interaction.empty_searches) == (2, 0, 0)
+
+
+@pytest.mark.parametrize("failure", ["raised", "reported"])
+def test_openllmetry_langgraph_failed_tool_is_counted(failure: str) -> None:
+    recorder = Recorder()
+    openllmetry_langgraph(recorder, failure=failure)
+    a = assembler()
+    (interaction,) = total([a.add(decoded(recorder.spans())), a.flush()]).interactions
+    assert contents(interaction) == SEINE
+    assert (interaction.searches, interaction.tool_errors, interaction.empty_searches) == (2, 1, 0)
+
+
+def test_openllmetry_tool_spans_of_the_openai_agents_sdk_and_the_tool_decorator() -> None:
+    """The OpenAI Agents instrumentor's `<name>.tool` spans carry the tool's own arguments and
+    return value (no call id: matched by text); Traceloop's `@tool` decorator writes
+    `{"args", "kwargs"}` in and the return value out."""
+    recorder = Recorder()
+    tracer = recorder.tracer
+
+    def text(role: str, content: str) -> dict:
+        return {"role": role, "parts": [{"type": "text", "content": content}]}
+
+    messages = [text("user", QUESTION)]
+    with tracer.start_as_current_span("Agent Workflow") as root:
+        root.set_attribute("traceloop.span.kind", "workflow")
+        with tracer.start_as_current_span("helper.agent") as agent_span:
+            set_all(agent_span, {"traceloop.span.kind": "agent", "gen_ai.operation.name": "invoke_agent"})
+            for n, (query, docs) in enumerate([("seine", SEINE), ("bridges", BRIDGES)]):
+                call = {"type": "tool_call", "id": f"c{n}", "name": "search", "arguments": {"query": query}}
+                with tracer.start_as_current_span("openai.response") as llm:
+                    set_all(
+                        llm,
+                        {
+                            "gen_ai.operation.name": "chat",
+                            "gen_ai.input.messages": json.dumps(messages),
+                            "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": [call]}]),
+                        },
+                    )
+                result = json.dumps([{"id": f"{query}-{i}", "content": d} for i, d in enumerate(docs)])
+                with tracer.start_as_current_span("search.tool") as tool:
+                    if n == 0:
+                        attributes = {
+                            "gen_ai.operation.name": "execute_tool",
+                            "gen_ai.tool.call.arguments": json.dumps({"query": query}),
+                            "gen_ai.tool.call.result": result,
+                        }
+                    else:
+                        attributes = {
+                            "traceloop.entity.input": json.dumps({"args": [], "kwargs": {"query": query}}),
+                            "traceloop.entity.output": result,
+                        }
+                    set_all(tool, {"traceloop.span.kind": "tool", **attributes})
+                messages += [
+                    {"role": "assistant", "parts": [call]},
+                    {
+                        "role": "tool",
+                        "parts": [{"type": "tool_call_response", "id": f"c{n}", "response": result}],
+                    },
+                ]
+            with tracer.start_as_current_span("openai.response") as llm:
+                set_all(
+                    llm,
+                    {
+                        "gen_ai.operation.name": "chat",
+                        "gen_ai.input.messages": json.dumps(messages),
+                        "gen_ai.output.messages": json.dumps([text("assistant", ANSWER)]),
+                    },
+                )
+    (interaction,) = assembler().add(decoded(recorder.spans())).interactions
+    assert (interaction.query, contents(interaction), interaction.response) == (
+        QUESTION,
+        SEINE + BRIDGES,
+        ANSWER,
+    )
+    assert [c.id for c in interaction.chunks] == ["seine-0", "seine-1", "bridges-0", "bridges-1"]
+    assert interaction.sub_queries == ("seine", "bridges") and interaction.searches == 2
