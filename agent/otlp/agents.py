@@ -256,6 +256,11 @@ def earlier_turns(messages: Sequence[Message], question: int) -> tuple[Turn, ...
     return tuple(turns[-MAX_TURNS:])
 
 
+def history(messages: Sequence[Message] | None) -> tuple[Turn, ...]:
+    """The earlier turns of a call's input conversation (before its question)."""
+    return earlier_turns(messages, _question_index(messages)) if messages else ()
+
+
 def _asks(piece: Piece) -> bool:
     return piece.parts is not None and piece.parts.role is Role.CHAIN and bool(piece.parts.query)
 
@@ -347,19 +352,28 @@ def agent_answers(pieces: dict[str, Piece], useful: Sequence[Piece]) -> list[Ans
 
 
 def _plain(parts: SpanParts) -> bool:
-    """A tool output that is one text, not a list of documents."""
-    return not parts.failed and len(parts.chunks or ()) == 1 and parts.chunks[0].id is None  # type: ignore[index]
+    """A tool output that is one text, not a list of documents (a search that states its
+    documents, as the minimal layout's, has no output text)."""
+    return (
+        not parts.failed
+        and parts.response is not None
+        and len(parts.chunks or ()) == 1
+        and parts.chunks[0].id is None  # type: ignore[index]
+    )
 
 
 def settled(pieces: dict[str, Piece], useful: Sequence[Piece]) -> bool:
     """Whether an agent trace whose root has arrived can be assembled now: no span is missing
-    between a piece and the root, and every tool result the answering calls were given in their
-    turn has its search span. A trace that never settles is assembled when its wait runs out."""
+    between a piece and the root, every tool result the answering calls were given in their turn
+    has its search span, and the trace holds as many searches as its answers say they were given.
+    A trace that never settles is assembled when its wait runs out."""
     for piece in pieces.values():
         if piece.parent_id is not None and piece.parent_id not in pieces:
             return False
     tree = _Tree(pieces)
     found = sources(useful, tree)
+    if sum(_parts(p).searches or 0 for p in useful) > len(found):
+        return False  # answers that say how many searches they were given wait for them all
     for source in found:
         parts = _parts(source.piece)
         if parts.role is Role.TOOL and len(source.members) == 1 and _plain(parts):

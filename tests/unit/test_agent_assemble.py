@@ -11,6 +11,7 @@ import json
 import random
 
 import pytest
+from ragpulse_instrument import Search, record_interaction, record_search
 
 from agent.model import Turn, conversation_query, relevance_query, split_conversation
 from agent.otlp.assemble import NOT_RAG
@@ -615,3 +616,72 @@ def test_openllmetry_tool_spans_of_the_openai_agents_sdk_and_the_tool_decorator(
     )
     assert [c.id for c in interaction.chunks] == ["seine-0", "seine-1", "bridges-0", "bridges-1"]
     assert interaction.sub_queries == ("seine", "bridges") and interaction.searches == 2
+
+
+# -- ragpulse-instrument: an answer given several searches, recorded by hand ----------------------
+
+HISTORY = [("user", "Which city is on the Seine?"), ("assistant", "Paris.")]
+
+
+def test_instrument_searches_in_one_call_make_one_interaction() -> None:
+    recorder = Recorder()
+    record_interaction(
+        query=QUESTION,
+        searches=[
+            Search(query="seine", chunks=SEINE, chunk_ids=["s0", "s1"], chunk_scores=[0.9, 0.8]),
+            Search(query="bridges", chunks=[*BRIDGES, SEINE[0]]),  # a passage found twice counts once
+            Search(query="nothing", chunks=[]),
+            Search(query="down", chunks=[], failed=True),
+        ],
+        response=ANSWER,
+        session_id="conv-3",
+        history=[HISTORY[0], {"role": "assistant", "content": HISTORY[1][1]}],
+        tracer=recorder.tracer,
+    )
+    spans = recorder.spans()
+    assert [s.name for s in spans] == ["rag.search"] * 4 + ["rag.interaction"]
+    # Assembled as soon as the trace is in: nothing to wait for.
+    (interaction,) = assembler().add(decoded(spans)).interactions
+    assert (interaction.query, contents(interaction), interaction.response) == (
+        QUESTION,
+        SEINE + BRIDGES,
+        ANSWER,
+    )
+    assert [(c.id, c.score) for c in interaction.chunks[:2]] == [("s0", 0.9), ("s1", 0.8)]
+    assert interaction.sub_queries == ("seine", "bridges", "nothing", "down")
+    assert (interaction.searches, interaction.empty_searches, interaction.tool_errors) == (4, 1, 1)
+    assert interaction.session_id == "conv-3"
+    assert interaction.earlier_turns == (Turn("user", HISTORY[0][1]), Turn("assistant", "Paris."))
+    assert interaction.span_id == format(spans[-1].context.span_id, "016x")
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_instrument_record_search_inside_the_apps_span(seed: int) -> None:
+    """`record_search` once per search inside the app's request span, then `record_interaction`
+    on that span: the same interaction, whole or one span per request in any order."""
+    recorder = Recorder()
+    with recorder.tracer.start_as_current_span("POST /ask") as request:
+        request.set_attribute("http.route", "/ask")
+        for query, docs in [("bridges", BRIDGES), ("seine", SEINE[:1])]:
+            record_search(query=query, chunks=docs, tracer=recorder.tracer)
+        record_interaction(query=QUESTION, response=ANSWER, session_id="conv-4")
+    whole = assembler().add(decoded(recorder.spans())).interactions
+    spans = decoded(recorder.spans())
+    random.Random(seed).shuffle(spans)
+    a = assembler()
+    split = total([*(a.add([span]) for span in spans), a.flush()]).interactions
+    for (interaction,) in (whole, split):
+        assert (interaction.query, contents(interaction)) == (QUESTION, BRIDGES + SEINE[:1])
+        assert interaction.sub_queries == ("bridges", "seine") and interaction.route == "/ask"
+        assert interaction.session_id == "conv-4" and interaction.searches == 2
+
+
+def test_instrument_keeps_the_single_retrieval_call_and_refuses_both_forms() -> None:
+    recorder = Recorder()
+    record_interaction(query=FOLLOW_UP, chunks=BRIDGES, response="The Pont Neuf.", history=HISTORY,
+                       tracer=recorder.tracer)  # fmt: skip
+    (interaction,) = assembler().add(decoded(recorder.spans())).interactions
+    assert (interaction.query, contents(interaction)) == (FOLLOW_UP, BRIDGES)
+    assert [t.role for t in interaction.earlier_turns] == ["user", "assistant"]
+    with pytest.raises(ValueError, match="not both"):
+        record_interaction(query=QUESTION, chunks=SEINE, searches=[Search("q", SEINE)], response=ANSWER)

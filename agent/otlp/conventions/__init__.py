@@ -85,10 +85,13 @@ class SpanParts(NamedTuple):
     # instrumentor recorded none) and whether its output calls tools. TOOL: `query` is the tool's
     # input (the agent's sub-query), `response` its output text as the model got it, `chunks` that
     # output read as documents; `failed` when the tool raised; `call_id` the tool call it answered.
+    # `searches`: how many searches an answer says it was given (the minimal layout), so that its
+    # trace waits for them all.
     messages: tuple[Message, ...] | None = None
     calls_tools: bool = False
     failed: bool = False
     call_id: str | None = None
+    searches: int | None = None
 
     @property
     def is_complete(self) -> bool:
