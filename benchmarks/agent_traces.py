@@ -1,4 +1,4 @@
-"""Agent traces per stack: interactions scored per trace and the context-precision sum.
+"""Agent traces per stack: interactions scored per answer and the context-precision sum.
 
 Runs the agent apps of tests/integration/test_agent_frameworks.py (real frameworks, real
 instrumentors, scripted models, offline), assembles their spans, and scores context precision
@@ -33,7 +33,7 @@ def cp(interaction: RagInteraction, chunks: list[str]) -> float:
 
 
 def main() -> None:
-    print(f"{'stack':36s} traces  interactions  per trace   CP sum  expected  last-search-only")
+    print(f"{'stack':36s} answers  interactions  per answer   CP sum  expected  last-search-only")
     for app in sorted(APPS):
         with tempfile.TemporaryDirectory() as tmp:
             expected, spans = run_app(app, Path(tmp))
@@ -48,7 +48,8 @@ def main() -> None:
             got += cp(interaction, [c.content for c in interaction.chunks])
             want += cp(interaction, chunks)
             last += cp(interaction, DOCS[searched[-1]])
-        print(f"{app:36s} {len(answers):6d}  {len(interactions):12d}  {len(interactions) / len(answers):9.2f}"
+        per_answer = len(interactions) / len(answers)
+        print(f"{app:36s} {len(answers):7d}  {len(interactions):12d}  {per_answer:10.2f}"
               f"  {got:7.3f}  {want:8.3f}  {last:16.3f}")  # fmt: skip
 
 
