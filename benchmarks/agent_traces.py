@@ -1,4 +1,4 @@
-"""Agent traces per stack: interactions scored per trace and the context-precision sum.
+"""Agent traces per stack: interactions scored per answer and the context-precision sum.
 
 Runs the agent apps of tests/integration/test_agent_frameworks.py (real frameworks, real
 instrumentors, scripted models, offline), assembles their spans, and scores context precision
@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from agent.judges.local import LexicalJudge
 from agent.metrics.context import ContextPrecision
 from agent.model import Chunk, RagInteraction
-from tests.support.agent_apps import APPS, DOCS, SCENARIOS, expected_chunks, run_app
+from tests.support.agent_apps import APPS, DOCS, expectation, run_app
 from tests.support.otlp import assembler, total
 
 
@@ -33,7 +33,7 @@ def cp(interaction: RagInteraction, chunks: list[str]) -> float:
 
 
 def main() -> None:
-    print(f"{'stack':36s} traces  interactions  per trace   CP sum  expected  last-search-only")
+    print(f"{'stack':36s} answers  interactions  per answer   CP sum  expected  last-search-only")
     for app in sorted(APPS):
         with tempfile.TemporaryDirectory() as tmp:
             expected, spans = run_app(app, Path(tmp))
@@ -44,11 +44,12 @@ def main() -> None:
         answers = expected["answers"]
         got = want = last = 0.0
         for interaction, answer in zip(interactions, answers, strict=True):
-            turn = next(t for t in SCENARIOS[answer["scenario"]] if t[0] == answer["question"])
+            searched, chunks = expectation(answer)
             got += cp(interaction, [c.content for c in interaction.chunks])
-            want += cp(interaction, expected_chunks(answer["given"], len(turn[1])))
-            last += cp(interaction, DOCS[turn[1][-1]])
-        print(f"{app:36s} {len(answers):6d}  {len(interactions):12d}  {len(interactions) / len(answers):9.2f}"
+            want += cp(interaction, chunks)
+            last += cp(interaction, DOCS[searched[-1]])
+        per_answer = len(interactions) / len(answers)
+        print(f"{app:36s} {len(answers):7d}  {len(interactions):12d}  {per_answer:10.2f}"
               f"  {got:7.3f}  {want:8.3f}  {last:16.3f}")  # fmt: skip
 
 

@@ -8,7 +8,9 @@ parse of the same bytes, the floor any Python intake sits on.
     python benchmarks/intake.py [--seconds 3] [--agents]
 
 --agents adds agent traces (LangGraph-style, one answer given every search) of 18, 78 and 318
-spans: spans/s, and the assembly cost per span, which stays flat as traces grow (linear).
+spans, with the tool outputs recorded (results matched to their searches by output) and not
+(matched by the documents they contain, given in the reverse order the searches ended):
+spans/s, and the assembly cost per span, which stays flat as traces grow (linear).
 
 With --receivers it measures the receivers over the wire instead: the OTLP/HTTP and OTLP/gRPC
 receivers (the agent's own classes) in this process, fed the multi-span batch by a client in
@@ -26,6 +28,7 @@ import random
 import sys
 import time
 from collections.abc import Callable
+from itertools import product
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -127,12 +130,16 @@ def multi_span_batch() -> bytes:
     return encode_spans(memory.get_finished_spans()).SerializeToString()
 
 
-def agent_batch(searches: int, traces: int) -> bytes:
+def agent_batch(searches: int, traces: int, tool_output: bool = True, reverse: bool = False) -> bytes:
     """`traces` agent traces of 3 + 5 x `searches` spans, as OpenInference's LangChain
     instrumentor records `create_agent`: a LangGraph root; per search a model node with an LLM
     call that calls the tool, a tools node with a TOOL span (its output the joined documents) and
     the RETRIEVER inside (5 chunks); then the answering call, given every tool result. (The calls
-    that only call tools carry the question alone, so a trace's bytes grow linearly.)"""
+    that only call tools carry the question alone, so a trace's bytes grow linearly.) Without
+    `tool_output` the TOOL spans record no output (an instrumentor that keeps none, or hidden
+    outputs): every result is then matched to its search by the documents it contains; with
+    `reverse` the answering call gets the results in the reverse order their searches ended (as
+    parallel tool calls may), the worst case for that matching."""
     memory, t = tracer()
     for _ in range(traces):
         query, answer = prose(80), prose(400)
@@ -156,12 +163,15 @@ def agent_batch(searches: int, traces: int) -> bytes:
                 with t.start_as_current_span("tools"), t.start_as_current_span("search") as tool:  # type: ignore[attr-defined]
                     tool.set_attribute("openinference.span.kind", "TOOL")
                     tool.set_attribute("input.value", prose(30))
-                    tool.set_attribute("output.value", joined)
+                    if tool_output:
+                        tool.set_attribute("output.value", joined)
                     with t.start_as_current_span("VectorStoreRetriever") as retriever:  # type: ignore[attr-defined]
                         retriever.set_attribute("openinference.span.kind", "RETRIEVER")
                         for i, text in enumerate(chunks):
                             retriever.set_attribute(f"retrieval.documents.{i}.document.content", text)
                 messages.append(("tool", joined, call_id))
+            if reverse:
+                messages = messages[:1] + messages[:0:-1]
             with t.start_as_current_span("model"), t.start_as_current_span("ChatOpenAI") as llm:  # type: ignore[attr-defined]
                 llm.set_attribute("openinference.span.kind", "LLM")
                 for i, (role, content, call) in enumerate(messages):
@@ -179,10 +189,10 @@ def agents(seconds: float) -> None:
     # The SDK keeps 128 attributes per span by default: an answering call given 63 tool results
     # records ~190 (apps with such agents raise the limit the same way).
     os.environ["OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT"] = "4096"
-    for searches in (3, 15, 63):
+    for searches, tool_output in product((3, 15, 63), (True, False)):
         spans_per_trace = 3 + 5 * searches
         traces = max(1, 320 // spans_per_trace)
-        body = agent_batch(searches, traces)
+        body = agent_batch(searches, traces, tool_output, reverse=not tool_output)
         spans = decode_request(body, "protobuf").spans
 
         def intake(body: bytes = body) -> object:
@@ -205,7 +215,8 @@ def agents(seconds: float) -> None:
             runs += 1
         per_span = (time.perf_counter() - start) / (runs * len(spans)) * 1e6
         line(
-            f"agent traces of {spans_per_trace:3d} spans ({traces} per batch, {len(body) / 1024:5.0f} KiB): "
+            f"agent traces of {spans_per_trace:3d} spans ({traces:2d}/batch, {len(body) / 1024:4.0f} KiB, "
+            f"results matched by {'output' if tool_output else 'content, reversed'}): "
             f"decode+extract+assemble {rate_:8,.0f} spans/s  |  extract+assemble {per_span:5.1f} µs/span"
         )
 

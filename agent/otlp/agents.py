@@ -201,35 +201,57 @@ def sources(useful: Sequence[Piece], tree: _Tree) -> list[Source]:
 
 
 class _Matcher:
-    """Finds the search a tool result in a model call's input came from."""
+    """Finds the search a tool result in a model call's input came from.
+
+    Indexed so that matching a call's messages costs about one lookup each, however many
+    searches the trace holds: by tool call id, by output text, and (for a tool that formats its
+    documents into one text) by containment: the search whose first document is one of the
+    result's paragraphs, else a scan of the open searches in the order they ended (where the
+    result's search is nearly always the first). Each search's normalised document texts are
+    computed once."""
 
     def __init__(self, found: Sequence[Source]) -> None:
         self._by_id: dict[str, list[Source]] = {}
         self._by_text: dict[str, list[Source]] = {}
+        self._by_first: dict[str, list[Source]] = {}  # by the text of its first document
+        self._texts: dict[str, tuple[str, ...]] = {}
         for source in found:
             call_id = _parts(source.piece).call_id
             if call_id:
                 self._by_id.setdefault(call_id, []).append(source)
             if source.output:
                 self._by_text.setdefault(_normal(source.output), []).append(source)
+            if source.chunks:
+                self._by_first.setdefault(self._normal_chunks(source)[0], []).append(source)
 
-    def match(self, message: Message, candidates: Sequence[Source]) -> Source | None:
-        """The first of `candidates` (searches not matched yet, in the order they ended) that
-        produced `message`; None when none did."""
-        open_ids = {s.piece.span_id for s in candidates}
+    def _normal_chunks(self, source: Source) -> tuple[str, ...]:
+        texts = self._texts.get(source.piece.span_id)
+        if texts is None:
+            texts = self._texts[source.piece.span_id] = tuple(_normal(c.content) for c in source.chunks)
+        return texts
+
+    def match(self, message: Message, open_: dict[str, Source]) -> Source | None:
+        """The first search of `open_` (searches not matched yet, keyed by span id, in the order
+        they ended) that produced `message`, removed from `open_`; None when none did."""
+        text = _normal(message.content)
         for found in (
-            self._by_id.get(message.call_id, []) if message.call_id else [],
-            self._by_text.get(_normal(message.content), []),
+            self._by_id.get(message.call_id, ()) if message.call_id else (),
+            self._by_text.get(text, ()),
         ):
             for source in found:
-                if source.piece.span_id in open_ids:
-                    return source
+                if source.piece.span_id in open_:
+                    return open_.pop(source.piece.span_id)
         # A tool that formats its documents into one text (LangChain's retriever tool joins
-        # them): the search all of whose documents the message contains.
-        text = _normal(message.content)
-        for source in candidates:
-            if source.chunks and all(_normal(c.content) in text for c in source.chunks):
-                return source
+        # them): the search all of whose documents the message contains. Its paragraphs find
+        # the search whose first document one of them is; else the open searches are scanned.
+        for paragraph in message.content.split("\n\n"):
+            for source in self._by_first.get(_normal(paragraph), ()):
+                span_id = source.piece.span_id
+                if span_id in open_ and all(t in text for t in self._normal_chunks(source)):
+                    return open_.pop(span_id)
+        for span_id, source in open_.items():
+            if source.chunks and all(t in text for t in self._normal_chunks(source)):
+                return open_.pop(span_id)
         return None
 
 
@@ -254,6 +276,11 @@ def earlier_turns(messages: Sequence[Message], question: int) -> tuple[Turn, ...
         if m.role in ("user", "assistant")
     ]
     return tuple(turns[-MAX_TURNS:])
+
+
+def history(messages: Sequence[Message] | None) -> tuple[Turn, ...]:
+    """The earlier turns of a call's input conversation (before its question)."""
+    return earlier_turns(messages, _question_index(messages)) if messages else ()
 
 
 def _asks(piece: Piece) -> bool:
@@ -300,10 +327,11 @@ def agent_answers(pieces: dict[str, Piece], useful: Sequence[Piece]) -> list[Ans
         question = -1
         if messages:
             question = _question_index(messages)
+            open_ = {s.piece.span_id: s for s in before}
             for message in messages:
                 if message.role != "tool":
                     continue
-                source = matcher.match(message, [s for s in before if s.piece.span_id not in taken_ids])
+                source = matcher.match(message, open_)
                 if source is None:
                     chunks.extend(tool_documents(message.content))
                     continue
@@ -347,19 +375,28 @@ def agent_answers(pieces: dict[str, Piece], useful: Sequence[Piece]) -> list[Ans
 
 
 def _plain(parts: SpanParts) -> bool:
-    """A tool output that is one text, not a list of documents."""
-    return not parts.failed and len(parts.chunks or ()) == 1 and parts.chunks[0].id is None  # type: ignore[index]
+    """A tool output that is one text, not a list of documents (a search that states its
+    documents, as the minimal layout's, has no output text)."""
+    return (
+        not parts.failed
+        and parts.response is not None
+        and len(parts.chunks or ()) == 1
+        and parts.chunks[0].id is None  # type: ignore[index]
+    )
 
 
 def settled(pieces: dict[str, Piece], useful: Sequence[Piece]) -> bool:
     """Whether an agent trace whose root has arrived can be assembled now: no span is missing
-    between a piece and the root, and every tool result the answering calls were given in their
-    turn has its search span. A trace that never settles is assembled when its wait runs out."""
+    between a piece and the root, every tool result the answering calls were given in their turn
+    has its search span, and the trace holds as many searches as its answers say they were given.
+    A trace that never settles is assembled when its wait runs out."""
     for piece in pieces.values():
         if piece.parent_id is not None and piece.parent_id not in pieces:
             return False
     tree = _Tree(pieces)
     found = sources(useful, tree)
+    if sum(_parts(p).searches or 0 for p in useful) > len(found):
+        return False  # answers that say how many searches they were given wait for them all
     for source in found:
         parts = _parts(source.piece)
         if parts.role is Role.TOOL and len(source.members) == 1 and _plain(parts):
@@ -373,12 +410,8 @@ def settled(pieces: dict[str, Piece], useful: Sequence[Piece]) -> bool:
             continue
         messages = parts.messages
         question = _question_index(messages)
-        open_sources = list(found)
+        open_ = {s.piece.span_id: s for s in found}
         for message in messages[question + 1 :]:
-            if message.role != "tool":
-                continue
-            matched = matcher.match(message, open_sources)
-            if matched is None:
+            if message.role == "tool" and matcher.match(message, open_) is None:
                 return False
-            open_sources.remove(matched)
     return True

@@ -27,7 +27,7 @@ from typing import Protocol
 
 from agent.model import AttributeValue, Chunk, RagInteraction, Span
 from agent.otlp import SELF_RESOURCE_ATTRIBUTE
-from agent.otlp.agents import AgentContext, agent_answers, is_agent_trace, settled
+from agent.otlp.agents import AgentContext, agent_answers, history, is_agent_trace, settled
 from agent.otlp.conventions import KNOWN_PREFIXES, Convention, Role, SpanParts
 
 # Reasons a span yields no interaction; they label ragpulse_spans_skipped_total.
@@ -289,6 +289,7 @@ class TraceAssembler:
                 session_id=parts.session_id,
                 user_id=parts.user_id,
                 attributes=self._captured(span) or {},
+                earlier_turns=history(parts.messages),
             )
         )
         return True
@@ -545,6 +546,9 @@ def _singles(
                 route=_route(piece, ancestors),
                 labeller=labeller,
                 related=(piece, *ancestors),
+                agent=AgentContext(earlier_turns=history(parts.messages), searches=1)
+                if parts.messages
+                else None,
             )
         )
     return interactions, used

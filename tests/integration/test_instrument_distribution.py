@@ -70,10 +70,15 @@ def test_installs_and_records_in_a_fresh_venv_without_ragpulse(wheel: Path, tmp_
     )
     names = {line.split("==")[0].lower() for line in installed.stdout.splitlines()}
     assert "ragpulse" not in names and "opentelemetry-sdk" not in names
-    # With the API alone (no SDK) recording is a no-op that must not fail.
+    # With the API alone (no SDK) recording is a no-op that must not fail: one retrieval, several
+    # searches in one call, and a search recorded where it runs.
     script = (
-        "from ragpulse_instrument import record_interaction, QUERY\n"
+        "from ragpulse_instrument import QUERY, Search, record_interaction, record_search\n"
         "record_interaction(query='q', chunks=['a', 'b'], response='r')\n"
+        "record_interaction(query='q', searches=[Search('s1', ['a']), Search('s2', [], failed=True)],\n"
+        "                   response='r', session_id='c', history=[('user', 'u'), ('assistant', 'a')])\n"
+        "record_search(query='s3', chunks=['c'])\n"
+        "record_interaction(query='q', response='r')\n"
         "print(QUERY)\n"
     )
     run = subprocess.run([str(python), "-c", script], capture_output=True, text=True, timeout=60)

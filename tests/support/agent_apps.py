@@ -5,7 +5,8 @@ Each app runs in its own process (instrumentors patch globally) with a scripted 
 its spans with the real SDK into memory and hands back the encoded request and, per answer, what
 the framework itself gave the answering model call (the tool results in its input, in order).
 Scenarios, one trace each: one search; two searches in one turn with the useful passage in the
-first, then in the second; a two-turn conversation with a search in each turn.
+first, then in the second; a two-turn conversation with a search in each turn. The LangGraph apps
+also hold that conversation in one trace (their own `chat session` span around both turns).
 
 Run one app by hand: python -m tests.support.agent_apps langgraph-openinference OUT
 """
@@ -18,6 +19,7 @@ import os
 import subprocess
 import sys
 import threading
+from contextlib import nullcontext
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -39,6 +41,10 @@ SCENARIOS = {
     "useful-second": [(QUESTION, ["bridges", "seine"], "The Seine.")],
     "conversation": [(QUESTION, ["seine"], "The Seine."), (FOLLOW_UP, ["tour"], "15 euros.")],
 }
+# Apps that can also run a conversation inside one trace (the app's own span around both turns,
+# as a request handler or a chat session span would be) add it under this name; its answers say
+# "one_trace": every earlier search of the conversation is then in the trace.
+ONE_TRACE = "conversation-in-one-trace"
 
 
 def _recorder():  # type: ignore[no-untyped-def]
@@ -61,6 +67,22 @@ def _search_text(query: str) -> str:
 
 
 def langgraph_openinference() -> dict:
+    from openinference.instrumentation.langchain import LangChainInstrumentor
+
+    memory, provider = _recorder()
+    LangChainInstrumentor().instrument(tracer_provider=provider)
+    return _langgraph(memory, provider)
+
+
+def langgraph_openllmetry() -> dict:
+    from opentelemetry.instrumentation.langchain import LangchainInstrumentor
+
+    memory, provider = _recorder()
+    LangchainInstrumentor().instrument(tracer_provider=provider)
+    return _langgraph(memory, provider)
+
+
+def _langgraph(memory: Any, provider: Any) -> dict:
     from langchain.agents import create_agent
     from langchain_core.documents import Document
     from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
@@ -68,10 +90,7 @@ def langgraph_openinference() -> dict:
     from langchain_core.retrievers import BaseRetriever
     from langchain_core.tools import create_retriever_tool
     from langgraph.checkpoint.memory import InMemorySaver
-    from openinference.instrumentation.langchain import LangChainInstrumentor
 
-    memory, provider = _recorder()
-    LangChainInstrumentor().instrument(tracer_provider=provider)
     given: list[list[str]] = []
 
     class Scripted(GenericFakeChatModel):
@@ -85,7 +104,8 @@ def langgraph_openinference() -> dict:
             return result
 
     answers = []
-    for name, turns in SCENARIOS.items():
+    tracer = provider.get_tracer("agent-app")
+    for name, turns in [*SCENARIOS.items(), (ONE_TRACE, SCENARIOS["conversation"])]:
         script = []
         for turn, (_, queries, answer) in enumerate(turns):
             script += [
@@ -104,9 +124,12 @@ def langgraph_openinference() -> dict:
         tool = create_retriever_tool(Exact(), "search", "Search the knowledge base.")
         agent = create_agent(Scripted(messages=iter(script)), tools=[tool], checkpointer=InMemorySaver())
         config = {"configurable": {"thread_id": name}}
-        for question, _, _ in turns:
-            out = agent.invoke({"messages": [{"role": "user", "content": question}]}, config)
-            answers.append({"scenario": name, "question": question, "response": out["messages"][-1].content})
+        with tracer.start_as_current_span("chat session") if name == ONE_TRACE else nullcontext():
+            for question, _, _ in turns:
+                out = agent.invoke({"messages": [{"role": "user", "content": question}]}, config)
+                response = out["messages"][-1].content
+                answers.append({"scenario": name, "question": question, "response": response,
+                                "one_trace": name == ONE_TRACE})  # fmt: skip
     for answer, tool_results in zip(answers, given, strict=True):
         answer["given"] = tool_results
     return {"spans": memory.get_finished_spans(), "answers": answers}
@@ -249,12 +272,28 @@ class _ResponsesServer:
 
 def openai_agents_openinference() -> dict:
     import agents
-    from openai import AsyncOpenAI
     from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor
 
     agents.set_trace_processors([])  # nothing goes to OpenAI's trace backend
     memory, provider = _recorder()
     OpenAIAgentsInstrumentor().instrument(tracer_provider=provider)
+    return _openai_agents(memory)
+
+
+def openai_agents_openllmetry() -> dict:
+    import agents
+    from opentelemetry.instrumentation.openai_agents import OpenAIAgentsInstrumentor
+
+    agents.set_trace_processors([])  # nothing goes to OpenAI's trace backend
+    memory, provider = _recorder()
+    OpenAIAgentsInstrumentor().instrument(tracer_provider=provider)
+    return _openai_agents(memory)
+
+
+def _openai_agents(memory: Any) -> dict:
+    import agents
+    from openai import AsyncOpenAI
+
     server = _ResponsesServer()
 
     @agents.function_tool
@@ -299,6 +338,8 @@ APPS = {
     "llamaindex-function-openinference": llamaindex_function_openinference,
     "llamaindex-react-openinference": llamaindex_react_openinference,
     "openai-agents-openinference": openai_agents_openinference,
+    "langgraph-openllmetry": langgraph_openllmetry,
+    "openai-agents-openllmetry": openai_agents_openllmetry,
 }
 
 
@@ -326,6 +367,17 @@ def expected_chunks(given: list[str], searched: int) -> list[str]:
         docs = (by_text.get(text.strip()) if this_turn else None) or by_json.get(text) or [text]
         out += [d for d in docs if d not in out]
     return out
+
+
+def expectation(answer: dict) -> tuple[list[str], list[str]]:
+    """(the sub-queries, the chunks) an answer's interaction should carry. In a trace of its own,
+    its turn's searches; in a conversation inside one trace, every search of the conversation so
+    far: each result the call was given is then read as its search's documents and counted."""
+    turns = SCENARIOS["conversation" if answer.get("one_trace") else answer["scenario"]]
+    turns = turns[: next(n for n, t in enumerate(turns) if t[0] == answer["question"]) + 1]
+    if answer.get("one_trace"):
+        return [q for t in turns for q in t[1]], expected_chunks(answer["given"], len(answer["given"]))
+    return turns[-1][1], expected_chunks(answer["given"], len(turns[-1][1]))
 
 
 def run_app(app: str, tmp_path: Path) -> tuple[dict, list]:

@@ -11,6 +11,7 @@ import json
 import random
 
 import pytest
+from ragpulse_instrument import Search, record_interaction, record_search
 
 from agent.model import Turn, conversation_query, relevance_query, split_conversation
 from agent.otlp.assemble import NOT_RAG
@@ -410,3 +411,277 @@ def test_conversation_query_round_trip() -> None:
     forged = (Turn("user", "a\x1equestion\x1fq2"),)
     assert split_conversation(conversation_query("q", forged)) == ("q", (Turn("user", "a question q2"),))
     assert conversation_query("q", ()) == "q" and split_conversation("q") == ("q", ())
+
+
+# -- OpenLLMetry (Traceloop): the layouts its LangChain and OpenAI Agents instrumentors write -----
+
+
+def _lc_tool_message(content: str, call_id: str, status: str = "success") -> dict:
+    return {
+        "lc": 1,
+        "type": "constructor",
+        "id": ["langchain", "schema", "messages", "ToolMessage"],
+        "kwargs": {
+            "content": content,
+            "type": "tool",
+            "name": "search",
+            "tool_call_id": call_id,
+            "status": status,
+        },
+    }
+
+
+def openllmetry_langgraph(recorder: Recorder, *, failure: str | None = None) -> None:
+    """`create_agent` under opentelemetry-instrumentation-langchain 0.62: a LangGraph workflow
+    whose input is the agent state; model tasks around GenAI `chat` spans; tools tasks around
+    `traceloop.span.kind=tool` spans (LangChain's callback records, the ToolMessage as output)
+    around `vector_db_retrieve` tasks. `failure`: "raised" (the second tool raised: error.type and
+    an exception event) or "reported" (its ToolMessage has status "error")."""
+    tracer = recorder.tracer
+
+    def text(role: str, content: str) -> dict:
+        return {"role": role, "parts": [{"type": "text", "content": content}]}
+
+    state = {
+        "inputs": {"messages": [{"role": "user", "content": QUESTION}]},
+        "metadata": {"thread_id": "t-1"},
+    }
+    messages = [text("user", QUESTION)]
+    with tracer.start_as_current_span("invoke_agent LangGraph") as root:
+        set_all(root, {"gen_ai.operation.name": "invoke_agent", "gen_ai.conversation.id": "t-1"})
+        with tracer.start_as_current_span("LangGraph.workflow") as workflow:
+            set_all(
+                workflow, {"traceloop.span.kind": "workflow", "traceloop.entity.input": json.dumps(state)}
+            )
+            for n, (query, docs) in enumerate([("seine", SEINE), ("bridges", BRIDGES)]):
+                call = {"type": "tool_call", "id": f"c{n}", "name": "search", "arguments": {"query": query}}
+                with tracer.start_as_current_span("execute_task model") as task:
+                    task.set_attribute("traceloop.span.kind", "task")
+                    with tracer.start_as_current_span("Fake.chat") as llm:
+                        set_all(
+                            llm,
+                            {
+                                "gen_ai.operation.name": "chat",
+                                "gen_ai.input.messages": json.dumps(messages),
+                                "gen_ai.output.messages": json.dumps(
+                                    [{"role": "assistant", "parts": [call]}]
+                                ),
+                            },
+                        )
+                joined = "\n\n".join(docs)
+                with tracer.start_as_current_span("execute_task tools") as task:
+                    task.set_attribute("traceloop.span.kind", "task")
+                    with tracer.start_as_current_span("execute_tool search") as tool:
+                        arguments = json.dumps({
+                            "input_str": str({"query": query}), "tags": [], "metadata": {},
+                            "inputs": {"query": query}, "kwargs": {"tool_call_id": f"c{n}"},
+                        })  # fmt: skip
+                        set_all(
+                            tool,
+                            {
+                                "traceloop.span.kind": "tool",
+                                "gen_ai.operation.name": "execute_tool",
+                                "traceloop.entity.input": arguments,
+                                "gen_ai.tool.call.arguments": arguments,
+                            },
+                        )
+                        with tracer.start_as_current_span("vector_db_retrieve Exact") as retriever:
+                            found = {"documents": [{"page_content": d, "metadata": {}} for d in docs]}
+                            set_all(
+                                retriever,
+                                {
+                                    "traceloop.span.kind": "task",
+                                    "gen_ai.operation.name": "vector_db_retrieve",
+                                    "traceloop.entity.input": json.dumps({"query": query}),
+                                    "traceloop.entity.output": json.dumps(found),
+                                },
+                            )
+                        result = joined
+                        if failure and n == 1:
+                            result = "Error: the index is down"
+                            if failure == "raised":
+                                tool.set_attribute("error.type", "ConnectionError")
+                                tool.record_exception(ConnectionError("the index is down"))
+                        if failure != "raised" or n == 0:
+                            status = "error" if failure and n == 1 else "success"
+                            output = json.dumps(
+                                {"output": _lc_tool_message(result, f"c{n}", status), "kwargs": {}}
+                            )
+                            tool.set_attribute("gen_ai.tool.call.result", output)
+                            tool.set_attribute("traceloop.entity.output", output)
+                messages += [
+                    {"role": "assistant", "parts": [call]},
+                    {
+                        "role": "tool",
+                        "parts": [{"type": "tool_call_response", "id": f"c{n}", "response": result}],
+                    },
+                ]
+            with tracer.start_as_current_span("execute_task model") as task:
+                task.set_attribute("traceloop.span.kind", "task")
+                with tracer.start_as_current_span("Fake.chat") as llm:
+                    set_all(
+                        llm,
+                        {
+                            "gen_ai.operation.name": "chat",
+                            "gen_ai.input.messages": json.dumps(messages),
+                            "gen_ai.output.messages": json.dumps([text("assistant", ANSWER)]),
+                        },
+                    )
+
+
+def test_openllmetry_langgraph_agent() -> None:
+    recorder = Recorder()
+    openllmetry_langgraph(recorder)
+    (interaction,) = assembler().add(decoded(recorder.spans())).interactions
+    assert (interaction.query, contents(interaction), interaction.response) == (
+        QUESTION,
+        SEINE + BRIDGES,
+        ANSWER,
+    )
+    assert interaction.sub_queries == ("seine", "bridges") and interaction.session_id == "t-1"
+    assert (interaction.searches, interaction.tool_errors, interaction.empty_searches) == (2, 0, 0)
+
+
+@pytest.mark.parametrize("failure", ["raised", "reported"])
+def test_openllmetry_langgraph_failed_tool_is_counted(failure: str) -> None:
+    recorder = Recorder()
+    openllmetry_langgraph(recorder, failure=failure)
+    a = assembler()
+    (interaction,) = total([a.add(decoded(recorder.spans())), a.flush()]).interactions
+    assert contents(interaction) == SEINE
+    assert (interaction.searches, interaction.tool_errors, interaction.empty_searches) == (2, 1, 0)
+
+
+def test_openllmetry_tool_spans_of_the_openai_agents_sdk_and_the_tool_decorator() -> None:
+    """The OpenAI Agents instrumentor's `<name>.tool` spans carry the tool's own arguments and
+    return value (no call id: matched by text); Traceloop's `@tool` decorator writes
+    `{"args", "kwargs"}` in and the return value out."""
+    recorder = Recorder()
+    tracer = recorder.tracer
+
+    def text(role: str, content: str) -> dict:
+        return {"role": role, "parts": [{"type": "text", "content": content}]}
+
+    messages = [text("user", QUESTION)]
+    with tracer.start_as_current_span("Agent Workflow") as root:
+        root.set_attribute("traceloop.span.kind", "workflow")
+        with tracer.start_as_current_span("helper.agent") as agent_span:
+            set_all(agent_span, {"traceloop.span.kind": "agent", "gen_ai.operation.name": "invoke_agent"})
+            for n, (query, docs) in enumerate([("seine", SEINE), ("bridges", BRIDGES)]):
+                call = {"type": "tool_call", "id": f"c{n}", "name": "search", "arguments": {"query": query}}
+                with tracer.start_as_current_span("openai.response") as llm:
+                    set_all(
+                        llm,
+                        {
+                            "gen_ai.operation.name": "chat",
+                            "gen_ai.input.messages": json.dumps(messages),
+                            "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": [call]}]),
+                        },
+                    )
+                result = json.dumps([{"id": f"{query}-{i}", "content": d} for i, d in enumerate(docs)])
+                with tracer.start_as_current_span("search.tool") as tool:
+                    if n == 0:
+                        attributes = {
+                            "gen_ai.operation.name": "execute_tool",
+                            "gen_ai.tool.call.arguments": json.dumps({"query": query}),
+                            "gen_ai.tool.call.result": result,
+                        }
+                    else:
+                        attributes = {
+                            "traceloop.entity.input": json.dumps({"args": [], "kwargs": {"query": query}}),
+                            "traceloop.entity.output": result,
+                        }
+                    set_all(tool, {"traceloop.span.kind": "tool", **attributes})
+                messages += [
+                    {"role": "assistant", "parts": [call]},
+                    {
+                        "role": "tool",
+                        "parts": [{"type": "tool_call_response", "id": f"c{n}", "response": result}],
+                    },
+                ]
+            with tracer.start_as_current_span("openai.response") as llm:
+                set_all(
+                    llm,
+                    {
+                        "gen_ai.operation.name": "chat",
+                        "gen_ai.input.messages": json.dumps(messages),
+                        "gen_ai.output.messages": json.dumps([text("assistant", ANSWER)]),
+                    },
+                )
+    (interaction,) = assembler().add(decoded(recorder.spans())).interactions
+    assert (interaction.query, contents(interaction), interaction.response) == (
+        QUESTION,
+        SEINE + BRIDGES,
+        ANSWER,
+    )
+    assert [c.id for c in interaction.chunks] == ["seine-0", "seine-1", "bridges-0", "bridges-1"]
+    assert interaction.sub_queries == ("seine", "bridges") and interaction.searches == 2
+
+
+# -- ragpulse-instrument: an answer given several searches, recorded by hand ----------------------
+
+HISTORY = [("user", "Which city is on the Seine?"), ("assistant", "Paris.")]
+
+
+def test_instrument_searches_in_one_call_make_one_interaction() -> None:
+    recorder = Recorder()
+    record_interaction(
+        query=QUESTION,
+        searches=[
+            Search(query="seine", chunks=SEINE, chunk_ids=["s0", "s1"], chunk_scores=[0.9, 0.8]),
+            Search(query="bridges", chunks=[*BRIDGES, SEINE[0]]),  # a passage found twice counts once
+            Search(query="nothing", chunks=[]),
+            Search(query="down", chunks=[], failed=True),
+        ],
+        response=ANSWER,
+        session_id="conv-3",
+        history=[HISTORY[0], {"role": "assistant", "content": HISTORY[1][1]}],
+        tracer=recorder.tracer,
+    )
+    spans = recorder.spans()
+    assert [s.name for s in spans] == ["rag.search"] * 4 + ["rag.interaction"]
+    # Assembled as soon as the trace is in: nothing to wait for.
+    (interaction,) = assembler().add(decoded(spans)).interactions
+    assert (interaction.query, contents(interaction), interaction.response) == (
+        QUESTION,
+        SEINE + BRIDGES,
+        ANSWER,
+    )
+    assert [(c.id, c.score) for c in interaction.chunks[:2]] == [("s0", 0.9), ("s1", 0.8)]
+    assert interaction.sub_queries == ("seine", "bridges", "nothing", "down")
+    assert (interaction.searches, interaction.empty_searches, interaction.tool_errors) == (4, 1, 1)
+    assert interaction.session_id == "conv-3"
+    assert interaction.earlier_turns == (Turn("user", HISTORY[0][1]), Turn("assistant", "Paris."))
+    assert interaction.span_id == format(spans[-1].context.span_id, "016x")
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_instrument_record_search_inside_the_apps_span(seed: int) -> None:
+    """`record_search` once per search inside the app's request span, then `record_interaction`
+    on that span: the same interaction, whole or one span per request in any order."""
+    recorder = Recorder()
+    with recorder.tracer.start_as_current_span("POST /ask") as request:
+        request.set_attribute("http.route", "/ask")
+        for query, docs in [("bridges", BRIDGES), ("seine", SEINE[:1])]:
+            record_search(query=query, chunks=docs, tracer=recorder.tracer)
+        record_interaction(query=QUESTION, response=ANSWER, session_id="conv-4")
+    whole = assembler().add(decoded(recorder.spans())).interactions
+    spans = decoded(recorder.spans())
+    random.Random(seed).shuffle(spans)
+    a = assembler()
+    split = total([*(a.add([span]) for span in spans), a.flush()]).interactions
+    for (interaction,) in (whole, split):
+        assert (interaction.query, contents(interaction)) == (QUESTION, BRIDGES + SEINE[:1])
+        assert interaction.sub_queries == ("bridges", "seine") and interaction.route == "/ask"
+        assert interaction.session_id == "conv-4" and interaction.searches == 2
+
+
+def test_instrument_keeps_the_single_retrieval_call_and_refuses_both_forms() -> None:
+    recorder = Recorder()
+    record_interaction(query=FOLLOW_UP, chunks=BRIDGES, response="The Pont Neuf.", history=HISTORY,
+                       tracer=recorder.tracer)  # fmt: skip
+    (interaction,) = assembler().add(decoded(recorder.spans())).interactions
+    assert (interaction.query, contents(interaction)) == (FOLLOW_UP, BRIDGES)
+    assert [t.role for t in interaction.earlier_turns] == ["user", "assistant"]
+    with pytest.raises(ValueError, match="not both"):
+        record_interaction(query=QUESTION, chunks=SEINE, searches=[Search("q", SEINE)], response=ANSWER)

@@ -85,10 +85,13 @@ class SpanParts(NamedTuple):
     # instrumentor recorded none) and whether its output calls tools. TOOL: `query` is the tool's
     # input (the agent's sub-query), `response` its output text as the model got it, `chunks` that
     # output read as documents; `failed` when the tool raised; `call_id` the tool call it answered.
+    # `searches`: how many searches an answer says it was given (the minimal layout), so that its
+    # trace waits for them all.
     messages: tuple[Message, ...] | None = None
     calls_tools: bool = False
     failed: bool = False
     call_id: str | None = None
+    searches: int | None = None
 
     @property
     def is_complete(self) -> bool:
@@ -205,6 +208,38 @@ def conversation(messages: list[Message]) -> tuple[Message, ...] | None:
             message = Message("tool", message.content[len(_OBSERVATION) :].strip())
         cut.append(message)
     return tuple(cut)
+
+
+def message_fields(message: Any) -> tuple[str | None, str | None]:
+    """(role, text) of a chat message in the shapes LangChain / LangGraph serialise."""
+    if isinstance(message, list) and len(message) == 2 and all(isinstance(m, str) for m in message):
+        return message[0], message[1]  # ("user", "text")
+    if not isinstance(message, Mapping):
+        return None, None
+    inner = message.get("kwargs") or message.get("data")  # lc constructor / message_to_dict
+    if isinstance(inner, Mapping):
+        message = inner
+    role = message.get("role") or message.get("type")
+    content = message.get("content")
+    if isinstance(content, list):  # content blocks
+        content = (
+            "\n".join(t for b in content if isinstance(b, Mapping) and isinstance(t := b.get("text"), str))
+            or None
+        )
+    return (role if isinstance(role, str) else None), (content if isinstance(content, str) else None)
+
+
+def last_user_message(messages: Any) -> str | None:
+    """The text of the last user (human) message of a serialised message list."""
+    if isinstance(messages, list) and messages and isinstance(messages[0], list) and len(messages) == 1:
+        messages = messages[0]  # LangChain's batch of one conversation
+    if not isinstance(messages, list):
+        return None
+    for message in reversed(messages):
+        role, content = message_fields(message)
+        if role in ("user", "human") and content:
+            return content
+    return None
 
 
 def sub_query(arguments: Any) -> str | None:

@@ -11,7 +11,6 @@ LLM saw); LLM spans carry `llm.input_messages.<N>.message.{role,content}` and
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from agent.model import AttributeValue, Chunk, Span
 from agent.otlp.conventions import (
@@ -20,6 +19,7 @@ from agent.otlp.conventions import (
     SpanParts,
     conversation,
     identity,
+    last_user_message,
     parse_json,
     string_in,
     sub_query,
@@ -63,38 +63,6 @@ def _value(attributes: Mapping[str, AttributeValue], prefix: str, keys: tuple[st
     if found is None and prefix == "input" and isinstance(document, Mapping):
         found = last_user_message(document.get("messages"))  # LangGraph's agent state
     return found
-
-
-def _message_fields(message: Any) -> tuple[str | None, str | None]:
-    """(role, text) of a chat message in the shapes LangChain / LangGraph serialise."""
-    if isinstance(message, list) and len(message) == 2 and all(isinstance(m, str) for m in message):
-        return message[0], message[1]  # ("user", "text")
-    if not isinstance(message, Mapping):
-        return None, None
-    inner = message.get("kwargs") or message.get("data")  # lc constructor / message_to_dict
-    if isinstance(inner, Mapping):
-        message = inner
-    role = message.get("role") or message.get("type")
-    content = message.get("content")
-    if isinstance(content, list):  # content blocks
-        content = (
-            "\n".join(t for b in content if isinstance(b, Mapping) and isinstance(t := b.get("text"), str))
-            or None
-        )
-    return (role if isinstance(role, str) else None), (content if isinstance(content, str) else None)
-
-
-def last_user_message(messages: Any) -> str | None:
-    """The text of the last user (human) message of a serialised message list."""
-    if isinstance(messages, list) and messages and isinstance(messages[0], list) and len(messages) == 1:
-        messages = messages[0]  # LangChain's batch of one conversation
-    if not isinstance(messages, list):
-        return None
-    for message in reversed(messages):
-        role, content = _message_fields(message)
-        if role in ("user", "human") and content:
-            return content
-    return None
 
 
 def _document_keys(prefix: str, index: int) -> tuple[str, str, str, str]:

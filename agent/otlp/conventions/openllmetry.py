@@ -30,6 +30,15 @@
   LanceDB's and Weaviate's instrumentors record no hits.
 - LLM spans written before the GenAI message attributes list `gen_ai.prompt.<N>.{role,content}`
   and `gen_ai.completion.<N>.{role,content}`; newer ones use the GenAI conventions (genai.py).
+- Agents: tool spans (`traceloop.span.kind=tool`; LangChain / LangGraph tools, the OpenAI Agents
+  SDK's function tools, the `@tool` decorator) are searches: the input is LangChain's callback
+  record `{"input_str", "inputs", "kwargs": {"tool_call_id"}}` (also in
+  `gen_ai.tool.call.arguments`), the decorator's `{"args", "kwargs"}`, or the tool's arguments;
+  the output `{"output": <ToolMessage: content, tool_call_id, status>}` or the return value
+  (`gen_ai.tool.call.result`, else `traceloop.entity.output`). A tool failed when it raised
+  (`error.type`, an `exception` event) or its ToolMessage has status "error". A LangGraph
+  workflow's input is the agent state: its last user message is the question. The model calls
+  are GenAI `chat` spans (genai.py) with `tool_call` / `tool_call_response` parts.
 App-level association properties `traceloop.association.properties.{session_id,user_id}` name
 the conversation.
 """
@@ -37,11 +46,24 @@ the conversation.
 from __future__ import annotations
 
 import ast
+import json
 from collections.abc import Mapping
 from typing import Any
 
 from agent.model import AttributeValue, Chunk, Span
-from agent.otlp.conventions import UNKNOWN_CHUNKS, Role, SpanParts, chunk, identity, parse_json, string_in
+from agent.otlp.conventions import (
+    UNKNOWN_CHUNKS,
+    Role,
+    SpanParts,
+    chunk,
+    identity,
+    last_user_message,
+    message_fields,
+    parse_json,
+    string_in,
+    sub_query,
+    tool_documents,
+)
 
 SPAN_KIND = "traceloop.span.kind"
 _ENTITY_INPUT = "traceloop.entity.input"
@@ -59,6 +81,8 @@ _QUERY_KEYS = ("question", "query", "input", "user_input", "inputs", "str_or_que
 _RESPONSE_KEYS = ("answer", "output", "text", "result", "response", "outputs")
 _BUNDLE_KEYS = ("query_str", "question", "query")  # LlamaIndex's QueryBundle
 _GENAI_MESSAGES = ("gen_ai.output.messages", "gen_ai.input.messages")
+_TOOL_ARGUMENTS = "gen_ai.tool.call.arguments"
+_TOOL_RESULT = "gen_ai.tool.call.result"
 _MAX_MESSAGES = 1000
 
 
@@ -233,6 +257,81 @@ def _result_events(span: Span) -> tuple[Chunk, ...] | None:
     return tuple(chunks) if chunks else None
 
 
+def _state_question(attributes: Mapping[str, AttributeValue]) -> str | None:
+    """The question in a LangGraph workflow's input: its agent state `{"inputs": {"messages"}}`."""
+    document = parse_json(attributes.get(_ENTITY_INPUT))
+    inputs = document.get("inputs") if isinstance(document, Mapping) else None
+    return last_user_message(inputs.get("messages")) if isinstance(inputs, Mapping) else None
+
+
+def _tool_input(attributes: Mapping[str, AttributeValue]) -> tuple[str | None, str | None]:
+    """(the sub-query, the tool call id) from a tool span's input: LangChain's callback record
+    `{"input_str", "inputs", "kwargs": {"tool_call_id"}}`, the Traceloop `@tool` decorator's
+    `{"args", "kwargs"}`, or the tool's own arguments (the OpenAI Agents SDK)."""
+    raw = attributes.get(_TOOL_ARGUMENTS) or attributes.get(_ENTITY_INPUT)
+    document = parse_json(raw)
+    if not isinstance(document, Mapping):
+        return sub_query(raw) if isinstance(raw, str) else None, None
+    kwargs = document.get("kwargs")
+    kwargs = kwargs if isinstance(kwargs, Mapping) else {}
+    call_id = identity(kwargs, "tool_call_id")
+    if "input_str" in document:  # LangChain
+        inputs = document.get("inputs")
+        if not isinstance(inputs, Mapping):
+            inputs = _record(document.get("input_str")) or document.get("input_str")
+        return sub_query(inputs), call_id
+    if "args" in document and set(document) <= {"args", "kwargs"}:  # @tool
+        args = document.get("args")
+        return sub_query(kwargs) or sub_query(args), None
+    return sub_query(document), call_id
+
+
+def _tool_output(attributes: Mapping[str, AttributeValue]) -> tuple[str | None, str | None, bool]:
+    """(the text the model got back, the tool call id, whether the tool reported an error) from
+    a tool span's output: LangChain's `{"output": <ToolMessage>}`, or the tool's own return value."""
+    raw = attributes.get(_TOOL_RESULT)
+    if raw is None:
+        raw = attributes.get(_ENTITY_OUTPUT)
+    if not isinstance(raw, str):
+        return None, None, False
+    document = parse_json(raw) if raw[:1] == "{" else None
+    if not isinstance(document, Mapping) or "output" not in document:
+        return raw, None, False
+    output = document["output"]
+    if isinstance(output, str):
+        return output, None, False
+    if isinstance(output, Mapping):
+        role, content = message_fields(output)
+        if role == "tool" and content is not None:
+            message = output.get("kwargs") or output.get("data") or output
+            call_id = identity(message, "tool_call_id") if isinstance(message, Mapping) else None
+            failed = isinstance(message, Mapping) and message.get("status") == "error"
+            return content, call_id, failed
+    try:
+        return json.dumps(output, ensure_ascii=False), None, False
+    except (TypeError, ValueError):
+        return None, None, False
+
+
+def _tool(span: Span, session_id: str | None, user_id: str | None) -> SpanParts:
+    """A tool span (`traceloop.span.kind=tool`): LangChain / LangGraph tools, the OpenAI Agents
+    SDK's function tools, the Traceloop `@tool` decorator."""
+    attributes = span.convention_attributes
+    query, input_call_id = _tool_input(attributes)
+    output, call_id, reported = _tool_output(attributes)
+    failed = reported or "error.type" in attributes or any(e.name == "exception" for e in span.events)
+    return SpanParts(
+        Role.TOOL,
+        query=query,
+        chunks=None if failed or output is None else tool_documents(output),
+        response=output,
+        session_id=session_id,
+        user_id=user_id,
+        failed=failed,
+        call_id=call_id or input_call_id,
+    )
+
+
 def _indexed(attributes: Mapping[str, AttributeValue], prefix: str, role: str | None) -> str | None:
     found = None
     for index in range(_MAX_MESSAGES):
@@ -265,11 +364,14 @@ class OpenLLMetry:
                     return SpanParts(Role.CHAIN, query, chunks, response, session_id, user_id)
                 return SpanParts(
                     Role.CHAIN,
-                    query=_entity(attributes, _ENTITY_INPUT, "inputs", _QUERY_KEYS),
+                    query=_entity(attributes, _ENTITY_INPUT, "inputs", _QUERY_KEYS)
+                    or _state_question(attributes),
                     response=_entity(attributes, _ENTITY_OUTPUT, "outputs", _RESPONSE_KEYS),
                     session_id=session_id,
                     user_id=user_id,
                 )
+            if kind == "tool":
+                return _tool(span, session_id, user_id)
             if attributes.get("gen_ai.operation.name") == _RETRIEVE or span.name.startswith(_RETRIEVE):
                 request = parse_json(attributes.get(_ENTITY_INPUT))
                 query = string_in(request.get("query"), _QUERY_KEYS) if isinstance(request, Mapping) else None
