@@ -25,6 +25,7 @@ from agent.config import ConfigError, KafkaSettings, Settings, load_settings
 from agent.drift import DriftConfig
 from agent.evaluate import Evaluator
 from agent.exporters.base import Exporter
+from agent.exporters.documents import DocumentsConfig, DocumentSummary
 from agent.exporters.drift import DriftAggregator, RedisDriftStore
 from agent.exporters.prometheus import MetricsServer, PrometheusExporter
 from agent.idempotency import IdempotencyStore, MemoryIdempotency, RedisIdempotency
@@ -316,6 +317,8 @@ def build_exporters(
             save_interval=drift.save_interval_seconds,
         )
     )
+    documents = DocumentsConfig(top_n=settings.documents.top_n, max_services=settings.series.max_pairs)
+    exporters.append(DocumentSummary(telemetry.documents, documents))
     if ppi is not None:
         exporters.append(ppi)
     return exporters
@@ -456,6 +459,7 @@ def build_agent(
         ),
         label_spans=ppi.observe_spans if ppi is not None else None,
         dependencies=dependencies,
+        signals=telemetry.signals,
     )
     source = build_source(settings, telemetry, dependencies)
     gate = pipeline.gate

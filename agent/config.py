@@ -478,6 +478,20 @@ class DriftSettings(BaseModel):
     )
 
 
+class DocumentsSettings(BaseModel):
+    """The documents behind low scores: a bounded top-N per service (agent/exporters/documents.py)."""
+
+    model_config = _section("documents_")
+
+    top_n: int = Field(
+        20,
+        gt=0,
+        le=1000,
+        description="Documents exported per service and verdict (useless, useful, irrelevant) as "
+        "ragpulse_document_verdicts; counted in memory bounded by 10x this, whatever their number.",
+    )
+
+
 class AlertSettings(BaseModel):
     """Thresholds of the quality alert, exported as ragpulse_quality_threshold{service,metric}."""
 
@@ -634,6 +648,7 @@ SECTIONS: dict[str, type[BaseModel]] = {
     "series": SeriesSettings,
     "pipeline": PipelineSettings,
     "drift": DriftSettings,
+    "documents": DocumentsSettings,
     "alerts": AlertSettings,
     "trust": TrustSettings,
     "security": SecuritySettings,
@@ -675,6 +690,7 @@ class Settings(BaseModel):
     series: SeriesSettings = SeriesSettings()
     pipeline: PipelineSettings = PipelineSettings()
     drift: DriftSettings = DriftSettings()
+    documents: DocumentsSettings = DocumentsSettings()
     alerts: AlertSettings = AlertSettings()
     trust: TrustSettings = TrustSettings()
     security: SecuritySettings = SecuritySettings()

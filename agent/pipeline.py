@@ -34,6 +34,7 @@ from agent.telemetry import (
     EvaluationTelemetry,
     IntakeTelemetry,
     SamplingTelemetry,
+    SignalsTelemetry,
 )
 
 log = logging.getLogger(__name__)
@@ -79,8 +80,10 @@ class Pipeline:
         gate: JudgeGate | None = None,
         label_spans: Callable[[Sequence[Span]], None] | None = None,
         dependencies: Dependencies | None = None,
+        signals: SignalsTelemetry | None = None,
     ) -> None:
         self._dependencies = dependencies or Dependencies()  # awaited at start-up: intake waits
+        self._signals = signals  # free signals on every interaction, before sampling
         self._label_spans = label_spans  # human labels in annotation spans (agent/trust)
         self._assembler = assembler
         self._sampler = sampler
@@ -178,6 +181,8 @@ class Pipeline:
         for origin, interaction in zip(assembly.origins, assembly.interactions, strict=True):
             labels = (interaction.service, interaction.route)
             sampling.interactions.labels(*labels).inc()
+            if self._signals is not None:
+                self._record_signals(self._signals, interaction, labels)
             sampling.ratio.labels(interaction.service).set(self._sampler.ratio(interaction.service))
             decision = self._sampler.decide(interaction)
             if decision.keep:
@@ -190,6 +195,16 @@ class Pipeline:
                 sampling.rejected.inc()
         self._intake.queue_depth.set(self._queue.qsize())
         self._publish_watermark()
+
+    @staticmethod
+    def _record_signals(
+        signals: SignalsTelemetry, interaction: RagInteraction, labels: tuple[str, str]
+    ) -> None:
+        signals.searches.labels(*labels).observe(interaction.searches)
+        if interaction.empty_searches:
+            signals.empty_searches.labels(*labels).inc(interaction.empty_searches)
+        if interaction.tool_errors:
+            signals.tool_errors.labels(*labels).inc(interaction.tool_errors)
 
     # -- Evaluation -----------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ disable_created_metrics()
 # Scores live in [0, 1]; ten equal buckets keep quantiles readable and series cheap.
 SCORE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+SEARCH_BUCKETS = (0, 1, 2, 3, 4, 6, 8, 12, 16)
 LOOP_LAG_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
@@ -363,6 +364,52 @@ class RuntimeTelemetry:
         )
 
 
+class SignalsTelemetry:
+    """Signals on every assembled interaction, before sampling and without a judge (pipeline)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.searches = Histogram(
+            "ragpulse_agent_searches",
+            "Searches (retrievals and search-tool calls) that fed each answer, per service and route; "
+            "every assembled interaction, before sampling.",
+            ["service", "route"],
+            buckets=SEARCH_BUCKETS,
+            registry=registry,
+        )
+        self.empty_searches = Counter(
+            "ragpulse_agent_empty_searches",
+            "Searches that returned nothing, per service and route (every assembled interaction).",
+            ["service", "route"],
+            registry=registry,
+        )
+        self.tool_errors = Counter(
+            "ragpulse_agent_tool_errors",
+            "Tool calls that failed while an answer was prepared, per service and route (every "
+            "assembled interaction).",
+            ["service", "route"],
+            registry=registry,
+        )
+
+
+class DocumentsTelemetry:
+    """The documents behind low scores: a bounded top-N per service and verdict (exporters/documents.py)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.verdicts = Gauge(
+            "ragpulse_document_verdicts",
+            "Times a document was judged useless, useful or irrelevant, for the top documents of each "
+            "service and verdict only (documents_top_n); an upper bound (space-saving summary).",
+            ["service", "verdict", "document"],
+            registry=registry,
+        )
+
+    def set(self, service: str, verdict: str, document: str, count: float) -> None:
+        self.verdicts.labels(service, verdict, document).set(count)
+
+    def remove(self, service: str, verdict: str, document: str) -> None:
+        self.verdicts.remove(service, verdict, document)
+
+
 class DemoTelemetry:
     """`ragpulse demo` only, on the demo agent's registry: which traffic phase is being sent."""
 
@@ -389,3 +436,5 @@ class Telemetry:
         self.kafka = KafkaTelemetry(registry)
         self.trust = TrustTelemetry(registry)
         self.runtime = RuntimeTelemetry(registry)
+        self.signals = SignalsTelemetry(registry)
+        self.documents = DocumentsTelemetry(registry)
