@@ -34,7 +34,10 @@ DATASOURCE = dash_model.DataSourceRef(type_val="prometheus", uid="${datasource}"
 # Label matchers every quality query carries; "All" is ".*" so the regex matchers stay valid.
 SCORE_FILTER = 'service=~"$service",route=~"$route",metric=~"$metric"'
 ROUTE_FILTER = 'service=~"$service",route=~"$route"'
-QUALITY_ALERTS = "RagpulseQualityBelowThreshold|RagpulseQualityDrift|RagpulseQualityWeekOverWeekDrop"
+QUALITY_ALERTS = (
+    "RagpulseQualityBelowBaseline|RagpulseQualityBelowThreshold|RagpulseQualityDrift"
+    "|RagpulseQualityWeekOverWeekDrop"
+)
 
 
 def query(expr: str, legend: str = "__auto", ref: str = "A") -> prom.Dataquery:
