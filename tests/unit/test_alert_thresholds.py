@@ -17,9 +17,7 @@ def test_no_absolute_threshold_by_default() -> None:
     registry = CollectorRegistry()
 
     build_agent(load_checked_settings(environ={}), registry)
-    assert not [
-        s for m in registry.collect() if m.name == "ragpulse_quality_threshold" for s in m.samples
-    ]
+    assert not [s for m in registry.collect() if m.name == "ragpulse_quality_threshold" for s in m.samples]
 
 
 def test_environment_sets_some_and_the_rest_have_none() -> None:
