@@ -128,7 +128,9 @@ def quality() -> dash.Dashboard:
                 "B",
             ),
             description="rate(sum)/rate(count) of ragpulse_score across replicas; the dashed red lines "
-            "are the thresholds the agents export (alert_thresholds, per metric or per service). "
+            "are the thresholds the agents export (alert_thresholds, per metric or per service; "
+            "opt-in, none by default: RagpulseQualityBelowBaseline compares each series with its "
+            "own day before). "
             "RagpulseQualityBelowThreshold fires when a mean stays below its threshold for 15m on "
             "at least 20 scores in 5m.",
         )
