@@ -42,13 +42,10 @@ log = logging.getLogger(__name__)
 
 LOCAL_JUDGES = ("lexical", "embedding")
 
-# Defaults of the quality alert (docs/runbooks.md): a sustained mean below these pages.
-DEFAULT_ALERT_THRESHOLDS = {
-    "faithfulness": 0.80,
-    "context_relevancy": 0.60,
-    "answer_relevancy": 0.70,
-    "context_precision": 0.70,
-}
+# Absolute quality thresholds are opt-in (docs/runbooks.md): a score's scale belongs to its judge
+# (the local judge's healthy context relevancy is about 0.2), so by default none is set and the
+# quality alert compares each series with its own baseline instead.
+DEFAULT_ALERT_THRESHOLDS: dict[str, float] = {}
 
 
 class ConfigError(ValueError):
@@ -493,7 +490,8 @@ class DocumentsSettings(BaseModel):
 
 
 class AlertSettings(BaseModel):
-    """Thresholds of the quality alert, exported as ragpulse_quality_threshold{service,metric}."""
+    """Opt-in absolute thresholds of the quality alert, exported as
+    ragpulse_quality_threshold{service,metric}; none by default (docs/runbooks.md)."""
 
     model_config = _section("alert_")
 
@@ -501,9 +499,10 @@ class AlertSettings(BaseModel):
     # change without editing the rules.
     thresholds: dict[str, float] = Field(
         default_factory=lambda: dict(DEFAULT_ALERT_THRESHOLDS),
-        description="Score means below which the quality alert fires, metric=VALUE or "
-        "service/metric=VALUE (one service), comma-separated; unnamed metrics keep their defaults "
-        "(faithfulness=0.8, context_relevancy=0.6, answer_relevancy=0.7, context_precision=0.7).",
+        description="Opt-in score means below which RagpulseQualityBelowThreshold fires, "
+        "metric=VALUE or service/metric=VALUE (one service), comma-separated; none by default "
+        "(a score's scale depends on the judge: the default quality alert is relative to each "
+        "series' own baseline).",
     )
 
     @field_validator("thresholds", mode="before")

@@ -34,7 +34,10 @@ DATASOURCE = dash_model.DataSourceRef(type_val="prometheus", uid="${datasource}"
 # Label matchers every quality query carries; "All" is ".*" so the regex matchers stay valid.
 SCORE_FILTER = 'service=~"$service",route=~"$route",metric=~"$metric"'
 ROUTE_FILTER = 'service=~"$service",route=~"$route"'
-QUALITY_ALERTS = "RagpulseQualityBelowThreshold|RagpulseQualityDrift|RagpulseQualityWeekOverWeekDrop"
+QUALITY_ALERTS = (
+    "RagpulseQualityBelowBaseline|RagpulseQualityBelowThreshold|RagpulseQualityDrift"
+    "|RagpulseQualityWeekOverWeekDrop"
+)
 
 
 def query(expr: str, legend: str = "__auto", ref: str = "A") -> prom.Dataquery:
@@ -125,7 +128,9 @@ def quality() -> dash.Dashboard:
                 "B",
             ),
             description="rate(sum)/rate(count) of ragpulse_score across replicas; the dashed red lines "
-            "are the thresholds the agents export (alert_thresholds, per metric or per service). "
+            "are the thresholds the agents export (alert_thresholds, per metric or per service; "
+            "opt-in, none by default: RagpulseQualityBelowBaseline compares each series with its "
+            "own day before). "
             "RagpulseQualityBelowThreshold fires when a mean stays below its threshold for 15m on "
             "at least 20 scores in 5m.",
         )

@@ -7,10 +7,15 @@ The committed rule files are generated from this module, never edited by hand:
 
 It writes `deploy/prometheus/rules/ragpulse.rules.yml` (loaded by Prometheus, unit-tested by
 `ragpulse.rules.test.yml` with promtool) and `deploy/k8s/prometheusrule.yaml` (the same groups as
-a prometheus-operator PrometheusRule). The quality thresholds are not in the rules: every agent
-exports `ragpulse_quality_threshold{metric}` from its `alert_thresholds` setting, and the rules
-compare against it (falling back to the defaults below while no agent exports it). The other
-knobs are `RuleParams`, settable with `--set name=value`. Tests generate a copy with every
+a prometheus-operator PrometheusRule).
+
+Quality alerts fit the judge (docs/runbooks.md): by default a series is compared with itself, its
+1h mean with its own mean over the day before (`RagpulseQualityBelowBaseline`), which means the
+same under any judge; plus the agent's drift detector (`RagpulseQualityDrift`). Absolute
+thresholds (`RagpulseQualityBelowThreshold`) are opt-in: they are not in the rules but in each
+agent's `alert_thresholds` setting, exported as `ragpulse_quality_threshold{metric}`, and the rules
+compare against it (falling back to DEFAULT_THRESHOLDS below, empty: no threshold, no alert). The
+other knobs are `RuleParams`, settable with `--set name=value`. Tests generate a copy with every
 `for:` shortened (`for_override`) so that a real Prometheus fires the same rules in seconds.
 
 Scores are averaged as rate(sum) / rate(count) of the `ragpulse_score` histogram summed across
@@ -34,13 +39,10 @@ RULES_FILE = ROOT / "deploy/prometheus/rules/ragpulse.rules.yml"
 K8S_RULE_FILE = ROOT / "deploy/k8s/prometheusrule.yaml"
 
 # Must match agent.config.DEFAULT_ALERT_THRESHOLDS (a test checks): the fallback used while no
-# agent exports ragpulse_quality_threshold.
-DEFAULT_THRESHOLDS = {
-    "faithfulness": 0.80,
-    "context_relevancy": 0.60,
-    "answer_relevancy": 0.70,
-    "context_precision": 0.70,
-}
+# agent exports ragpulse_quality_threshold. Empty: an absolute threshold means nothing across
+# judges (the local judge's healthy context relevancy is about 0.2, an LLM judge's near 0.8), so
+# absolute thresholds are opt-in and the default quality alert is relative to the baseline.
+DEFAULT_THRESHOLDS: dict[str, float] = {}
 
 SCORE_KEY = "service, route, metric"
 
@@ -55,6 +57,16 @@ class RuleParams:
     min_evaluations_5m: int = 20
     min_evaluations_1h: int = 100
     quality_for: str = "15m"
+    # RagpulseQualityBelowBaseline: the mean over `baseline_recent` has fallen below
+    # (1 - baseline_drop) times the same series' mean over the `baseline_history` before it, on at
+    # least min_evaluations_1h and min_evaluations_baseline scores. A ratio, so that the judge's
+    # scale cancels; 0.2 is 4 standard errors at 100 scores for a score whose sd is up to half its
+    # mean, and 1.8x the largest drop of healthy demo traffic (docs/runbooks.md).
+    baseline_drop: float = 0.20
+    baseline_recent: str = "1h"
+    baseline_history: str = "1d"
+    min_evaluations_baseline: int = 500
+    baseline_for: str = "10m"
     drift_for: str = "5m"
     week_drop: float = 0.10
     week_drop_for: str = "30m"
@@ -101,8 +113,8 @@ def _thresholds() -> list[dict[str, str]]:
     `ragpulse_quality_threshold{service,metric}` for one; max: while replicas disagree (a
     rollout), the stricter threshold wins.
     """
-    fallbacks = "\n".join(
-        f'or label_replace(vector({value}), "metric", "{metric}", "", "")'
+    fallbacks = "".join(
+        f'\nor label_replace(vector({value}), "metric", "{metric}", "", "")'
         for metric, value in DEFAULT_THRESHOLDS.items()
     )
     # `count * 0 +` gives the threshold the labels of each series that has scores in 5m.
@@ -114,7 +126,7 @@ def _thresholds() -> list[dict[str, str]]:
     return [
         {
             "record": "metric:ragpulse_quality_threshold:max",
-            "expr": f'max by (metric) (ragpulse_quality_threshold{{service=""}})\n{fallbacks}',
+            "expr": f'max by (metric) (ragpulse_quality_threshold{{service=""}}){fallbacks}',
         },
         {
             "record": "service_metric:ragpulse_quality_threshold:max",
@@ -128,14 +140,16 @@ def _thresholds() -> list[dict[str, str]]:
     ]
 
 
-def recording_rules() -> list[dict[str, str]]:
+def _windows(*windows: str) -> list[str]:
+    return list(dict.fromkeys(windows))
+
+
+def recording_rules(p: RuleParams) -> list[dict[str, str]]:
     judge = "ragpulse_judge_requests_total"
+    baseline = (p.baseline_recent, p.baseline_history)
     return [
-        _mean("5m"),
-        _mean("1h"),
-        _mean("1d"),
-        _count("5m"),
-        _count("1h"),
+        *(_mean(window) for window in _windows("5m", "1h", "1d", *baseline)),
+        *(_count(window) for window in _windows("5m", "1h", *baseline)),
         *_thresholds(),
         {
             "record": "model:ragpulse_judge_requests:error_ratio_rate5m",
@@ -167,13 +181,18 @@ def recording_rules() -> list[dict[str, str]]:
     ]
 
 
-def _quality_value(window: str) -> str:
-    series = f"service_route_metric:ragpulse_score:mean{window}"
+def _series_value(series: str, number: str = "%.3f", offset: str = "") -> str:
+    """A template that quotes `series` of the alert's service, route and metric."""
+    at = f" offset {offset}" if offset else ""
     return (
-        f'{{{{ with printf "{series}{{service=%q,route=%q,metric=%q}}" '
+        f'{{{{ with printf "{series}{{service=%q,route=%q,metric=%q}}{at}" '
         "$labels.service $labels.route $labels.metric | query }}"
-        '{{ . | first | value | printf "%.3f" }}{{ end }}'
+        f'{{{{ . | first | value | printf "{number}" }}}}{{{{ end }}}}'
     )
+
+
+def _quality_value(window: str, offset: str = "") -> str:
+    return _series_value(f"service_route_metric:ragpulse_score:mean{window}", offset=offset)
 
 
 _THRESHOLD_VALUE = (
@@ -189,9 +208,33 @@ _COUNT_5M = (
 _WHERE = "{{ $labels.metric }} of {{ $labels.service }} {{ $labels.route }}"
 
 
+def _below_baseline(p: RuleParams) -> dict[str, Any]:
+    recent, history = p.baseline_recent, p.baseline_history
+    mean = "service_route_metric:ragpulse_score:mean"
+    count = "service_route_metric:ragpulse_score_count:increase"
+    ratio = round(1 - p.baseline_drop, 6)
+    return {
+        "alert": "RagpulseQualityBelowBaseline",
+        # A baseline mean of 0 gives NaN or +Inf: nothing to fall from, quiet.
+        "expr": f"(\n  {mean}{recent}\n  / on ({SCORE_KEY})\n  {mean}{history} offset {recent}\n"
+        f") < {ratio}\n"
+        f"and on ({SCORE_KEY})\n  {count}{recent} >= {p.min_evaluations_1h}\n"
+        f"and on ({SCORE_KEY})\n  {count}{history} offset {recent} >= {p.min_evaluations_baseline}",
+        "for": p.baseline_for,
+        "severity": "critical",
+        "summary": f"{_WHERE} fell below its own baseline",
+        "description": f"The {recent} mean of {_WHERE} is {_quality_value(recent)}, "
+        "{{ $value | humanizePercentage }} of its mean over the "
+        f"{history} before ({_quality_value(history, offset=recent)}), over "
+        f"{_series_value(count + recent, '%.0f')} scored interactions (alerting below "
+        f"{ratio:.0%}, for {p.baseline_for}).",
+    }
+
+
 def alert_rules(p: RuleParams) -> list[dict[str, Any]]:
     score_key = SCORE_KEY
     alerts: list[dict[str, Any]] = [
+        _below_baseline(p),
         {
             "alert": "RagpulseQualityBelowThreshold",
             "expr": "(\n  service_route_metric:ragpulse_score:mean5m\n"
@@ -365,7 +408,7 @@ def rule_groups(p: RuleParams | None = None) -> list[dict[str, Any]]:
     # One group: rules of a group run in order at the same timestamp, so every alert reads the
     # recording rules of this evaluation (across groups it could read the previous one).
     return [
-        {"name": "ragpulse", "rules": [*recording_rules(), *alert_rules(p)]},
+        {"name": "ragpulse", "rules": [*recording_rules(p), *alert_rules(p)]},
         {"name": "ragpulse-trust", "rules": trust_rules(p)},
     ]
 

@@ -54,6 +54,20 @@ def test_promtool_unit_tests_fail_on_a_rule_that_pages_on_a_trickle(tmp_path: Pa
     assert 'route="/rare"' in result.stdout + result.stderr
 
 
+def test_promtool_unit_tests_fail_on_a_baseline_rule_without_its_minimum_counts(tmp_path: Path) -> None:
+    """RagpulseQualityBelowBaseline stays quiet on a trickle and on a route younger than its
+    baseline only because of its minimum counts: without them those cases fire."""
+    module = load_module("deploy/prometheus/generate_rules.py")
+    params = module.RuleParams(min_evaluations_1h=1, min_evaluations_baseline=1)
+    (tmp_path / "ragpulse.rules.yml").write_text(module.render_rules(params))
+    shutil.copy(RULES / "ragpulse.rules.week.test.yml", tmp_path)
+    result = promtool("test", "rules", "ragpulse.rules.week.test.yml", cwd=tmp_path)
+    assert result.returncode != 0
+    failures = result.stdout + result.stderr
+    assert 'alertname="RagpulseQualityBelowBaseline", metric="faithfulness", route="/new"' in failures
+    assert 'alertname="RagpulseQualityBelowBaseline", metric="faithfulness", route="/rare"' in failures
+
+
 def test_prometheus_configuration_is_valid(tmp_path: Path) -> None:
     config = yaml.safe_load((ROOT / "deploy/prometheus/prometheus.yml").read_text())
     config["rule_files"] = [str(RULES / "ragpulse.rules.yml")]

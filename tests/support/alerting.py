@@ -202,13 +202,24 @@ def prometheus_config(targets: Iterable[str], alertmanager: str, rules: Path) ->
 class AlertingStack:
     """Alertmanager and Prometheus (with the generated rules, `for:` shortened) around agents."""
 
-    def __init__(self, workdir: Path, agents: Sequence[AgentProcess], *, for_override: str = "2s") -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        agents: Sequence[AgentProcess],
+        *,
+        for_override: str = "2s",
+        targets: Sequence[str] = (),
+        **rule_params: Any,
+    ) -> None:
+        """`targets`: more host:port to scrape (e.g. `ragpulse demo`); `rule_params`: other
+        RuleParams fields (e.g. the baseline windows shortened to a demo's length)."""
         self.workdir = workdir
         self.agents = agents
+        self.targets = [f"127.0.0.1:{agent.metrics_port}" for agent in agents] + list(targets)
         rules_module = load_module("deploy/prometheus/generate_rules.py")
         self.rules_path = workdir / "ragpulse.rules.yml"
         self.rules_path.write_text(
-            rules_module.render_rules(rules_module.RuleParams(for_override=for_override))
+            rules_module.render_rules(rules_module.RuleParams(for_override=for_override, **rule_params))
         )
         self.webhook = Webhook()
         self.servers: list[Server] = []
@@ -232,8 +243,7 @@ class AlertingStack:
         self.alertmanager.wait_ready()
         prom_dir = self.workdir / "prometheus"
         prom_dir.mkdir()
-        targets = [f"127.0.0.1:{agent.metrics_port}" for agent in self.agents]
-        config = prometheus_config(targets, f"127.0.0.1:{self.alertmanager.port}", self.rules_path)
+        config = prometheus_config(self.targets, f"127.0.0.1:{self.alertmanager.port}", self.rules_path)
         (prom_dir / "prometheus.yml").write_text(yaml.safe_dump(config))
         self.prometheus = Server(
             shutil.which(PROMETHEUS) or PROMETHEUS,
@@ -261,6 +271,10 @@ class AlertingStack:
 
     def query(self, expr: str) -> list[dict[str, Any]]:
         return self.api("query", query=expr)["result"]
+
+    def alerts(self) -> list[dict[str, Any]]:
+        """Every alert Prometheus holds, pending or firing."""
+        return self.api("alerts")["alerts"]
 
     def firing(self) -> list[dict[str, Any]]:
         return [a for a in self.api("alerts")["alerts"] if a["state"] == "firing"]

@@ -1,4 +1,4 @@
-"""alert_thresholds: set from YAML or the environment, exported for the alert rules to read."""
+"""alert_thresholds: opt-in, set from YAML or the environment, exported for the alert rules to read."""
 
 from __future__ import annotations
 
@@ -7,33 +7,30 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from agent.build import load_checked_settings
+from agent.build import build_agent, load_checked_settings
 from agent.config import DEFAULT_ALERT_THRESHOLDS, ConfigError
 
 
-def test_defaults_are_the_documented_thresholds() -> None:
-    assert load_checked_settings(environ={}).alerts.thresholds == {
-        "faithfulness": 0.8,
-        "context_relevancy": 0.6,
-        "answer_relevancy": 0.7,
-        "context_precision": 0.7,
-    }
+def test_no_absolute_threshold_by_default() -> None:
+    """A score's scale belongs to its judge: the default quality alert is baseline-relative."""
+    assert load_checked_settings(environ={}).alerts.thresholds == {}
+    registry = CollectorRegistry()
+
+    build_agent(load_checked_settings(environ={}), registry)
+    assert not [s for m in registry.collect() if m.name == "ragpulse_quality_threshold" for s in m.samples]
 
 
-def test_environment_sets_some_and_the_rest_keep_their_defaults() -> None:
+def test_environment_sets_some_and_the_rest_have_none() -> None:
     settings = load_checked_settings(
         environ={"RAGPULSE_ALERT_THRESHOLDS": "faithfulness=0.9, context_precision=0.5"}
     )
-    assert settings.alerts.thresholds == {
-        **DEFAULT_ALERT_THRESHOLDS,
-        "faithfulness": 0.9,
-        "context_precision": 0.5,
-    }
+    assert settings.alerts.thresholds == {"faithfulness": 0.9, "context_precision": 0.5}
+    assert DEFAULT_ALERT_THRESHOLDS == {}
 
 
 def test_a_service_can_have_its_own_threshold() -> None:
     settings = load_checked_settings(environ={"RAGPULSE_ALERT_THRESHOLDS": "checkout/faithfulness=0.9"})
-    assert settings.alerts.thresholds == {**DEFAULT_ALERT_THRESHOLDS, "checkout/faithfulness": 0.9}
+    assert settings.alerts.thresholds == {"checkout/faithfulness": 0.9}
     with pytest.raises(ConfigError, match="unknown metric"):
         load_checked_settings(environ={"RAGPULSE_ALERT_THRESHOLDS": "checkout/groundedness=0.9"})
 
@@ -42,8 +39,7 @@ def test_yaml_mapping(tmp_path: Path) -> None:
     config = tmp_path / "ragpulse.yaml"
     config.write_text("alert_thresholds:\n  answer_relevancy: 0.55\n")
     settings = load_checked_settings(config_file=config, environ={})
-    assert settings.alerts.thresholds["answer_relevancy"] == 0.55
-    assert settings.alerts.thresholds["faithfulness"] == 0.8
+    assert settings.alerts.thresholds == {"answer_relevancy": 0.55}
 
 
 @pytest.mark.parametrize(
@@ -62,7 +58,6 @@ def test_bad_thresholds_stop_the_start_naming_the_setting(value: str, message: s
 
 
 def test_the_agent_exports_its_thresholds() -> None:
-    from agent.build import build_agent
 
     registry = CollectorRegistry()
     settings = load_checked_settings(
@@ -70,9 +65,9 @@ def test_the_agent_exports_its_thresholds() -> None:
     )
     build_agent(settings, registry)
     exported = {
-        metric: registry.get_sample_value("ragpulse_quality_threshold", {"service": "", "metric": metric})
-        for metric in DEFAULT_ALERT_THRESHOLDS
+        (s.labels["service"], s.labels["metric"]): s.value
+        for m in registry.collect()
+        if m.name == "ragpulse_quality_threshold"
+        for s in m.samples
     }
-    assert exported == {**DEFAULT_ALERT_THRESHOLDS, "faithfulness": 0.65}
-    labels = {"service": "checkout", "metric": "answer_relevancy"}
-    assert registry.get_sample_value("ragpulse_quality_threshold", labels) == 0.9
+    assert exported == {("", "faithfulness"): 0.65, ("checkout", "answer_relevancy"): 0.9}
