@@ -20,8 +20,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from grafana_foundation_sdk.builders import common as common_builders
 from grafana_foundation_sdk.builders import dashboard as dash
-from grafana_foundation_sdk.builders import heatmap, stat, statetimeline, timeseries
+from grafana_foundation_sdk.builders import heatmap, stat, statetimeline, table, timeseries
 from grafana_foundation_sdk.builders import prometheus as prom
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models import common
@@ -222,17 +223,43 @@ def quality() -> dash.Dashboard:
     ).min(0)
     # Exemplars: each dot is one scored interaction, its trace id a link to the trace (Tempo in
     # the compose stack, through the Prometheus data source's exemplarTraceIdDestinations).
-    traces = _series(
-        "Low scores and the traces behind them",
-        "percentunit",
-        query(
-            f"histogram_quantile(0.1, sum by (le, metric) "
-            f"(rate(ragpulse_score_bucket{{{SCORE_FILTER}}}[$__rate_interval])))",
-            "p10 {{metric}}",
-        ).exemplar(True),
-        description="The 10th percentile score per metric; the dots are exemplars (the trace id of a "
-        "scored interaction in each bucket): click one to open its trace.",
-    ).min(0).max(1)
+    traces = (
+        _series(
+            "Low scores and the traces behind them",
+            "percentunit",
+            query(
+                f"histogram_quantile(0.1, sum by (le, metric) "
+                f"(rate(ragpulse_score_bucket{{{SCORE_FILTER}}}[$__rate_interval])))",
+                "p10 {{metric}}",
+            ).exemplar(True),
+            description="The 10th percentile score per metric; the dots are exemplars (the trace id of a "
+            "scored interaction in each bucket): click one to open its trace.",
+        )
+        .min(0)
+        .max(1)
+    )
+    documents = (
+        table.Panel()
+        .title("Documents behind low scores")
+        .description(
+            "Per service, the documents (chunk id, else a hash of its text) most often retrieved and "
+            "judged useless for the answer or irrelevant to the question, and most often useful: the "
+            "top documents_top_n of each (ragpulse_document_verdicts, a bounded space-saving summary)."
+        )
+        .height(10)
+        .span(24)
+        .datasource(DATASOURCE)
+        .with_target(
+            query(
+                "topk(20, max by (service, verdict, document) "
+                '(ragpulse_document_verdicts{service=~"$service"}))',
+                "{{document}}",
+            )
+            .instant()
+            .format(prom_model.PromQueryFormat.TABLE)
+        )
+        .sort_by([common_builders.TableSortByFieldState().display_name("Value").desc(True)])
+    )
     volume = _series(
         "Scored interactions per second",
         "ops",
@@ -279,6 +306,8 @@ def quality() -> dash.Dashboard:
         .with_panel(week)
         .with_panel(distribution)
         .with_panel(traces)
+        .with_row(dash.Row("Documents"))
+        .with_panel(documents)
         .with_row(dash.Row("Volume"))
         .with_panel(volume)
         .with_panel(outcomes)
@@ -461,6 +490,40 @@ def pipeline() -> dash.Dashboard:
                     "dead letter {{reason}}",
                     "B",
                 ),
+            )
+        )
+        .with_row(dash.Row("Agents"))
+        .with_panel(
+            _series(
+                "Searches per answer",
+                "short",
+                query(
+                    f"sum by (service, route) "
+                    f"(rate(ragpulse_agent_searches_sum{{{ROUTE_FILTER}}}[$__rate_interval]))\n"
+                    f"/ sum by (service, route) "
+                    f"(rate(ragpulse_agent_searches_count{{{ROUTE_FILTER}}}[$__rate_interval]))",
+                    "{{service}} {{route}}",
+                ),
+                description="Mean searches (retrievals, search-tool calls) behind each answer, on every "
+                "interaction before sampling: a jump means the agent searches again and again.",
+            ).min(0)
+        )
+        .with_panel(
+            _series(
+                "Empty searches and tool errors per second",
+                "ops",
+                query(
+                    f"sum by (service, route) "
+                    f"(rate(ragpulse_agent_empty_searches_total{{{ROUTE_FILTER}}}[$__rate_interval]))",
+                    "{{service}} {{route}} empty",
+                ),
+                query(
+                    f"sum by (service, route) "
+                    f"(rate(ragpulse_agent_tool_errors_total{{{ROUTE_FILTER}}}[$__rate_interval]))",
+                    "{{service}} {{route}} tool errors",
+                    "B",
+                ),
+                description="Searches that returned nothing and failed tool calls before sampling..",
             )
         )
         .with_row(dash.Row("Backlog"))
