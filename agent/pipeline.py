@@ -201,10 +201,9 @@ class Pipeline:
         signals: SignalsTelemetry, interaction: RagInteraction, labels: tuple[str, str]
     ) -> None:
         signals.searches.labels(*labels).observe(interaction.searches)
-        if interaction.empty_searches:
-            signals.empty_searches.labels(*labels).inc(interaction.empty_searches)
-        if interaction.tool_errors:
-            signals.tool_errors.labels(*labels).inc(interaction.tool_errors)
+        # Incremented by 0 too: a series at 0 makes rate() read "none" instead of "no data".
+        signals.empty_searches.labels(*labels).inc(interaction.empty_searches)
+        signals.tool_errors.labels(*labels).inc(interaction.tool_errors)
 
     # -- Evaluation -----------------------------------------------------------------------------
 
