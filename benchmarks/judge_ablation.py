@@ -26,6 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from agent import text as txt
 from agent.judges import local
 from agent.trust.agreement import auroc, problem_f1
 from benchmarks.common.heldout import load_ragtruth
@@ -46,25 +47,25 @@ def support(
     question_given: bool = False,
 ) -> Scorer:
     def score(claim: str, evidence_text: str, question: str) -> float:
-        claim_words = local.content_words(local._REFERENCE.sub(" ", claim))
+        claim_words = txt.content_words(txt.SOURCE_REFERENCE.sub(" ", claim))
         if meta:
-            claim_words -= local.META_WORDS
+            claim_words -= txt.META_WORDS
         if not claim_words:
             return 1.0
         evidence = local.Evidence.of(evidence_text)
         # A claim restating the question ("To fry chicken in the oven, ...") takes its words as given.
-        given = evidence.words | local.content_words(question) if question_given else evidence.words
+        given = evidence.words | txt.content_words(question) if question_given else evidence.words
         value = local.coverage(claim_words, given)
         if window:
-            sentence_words = [local.content_words(s) for s in local.sentences(evidence_text)] or [set()]
+            sentence_words = [txt.content_words(s) for s in txt.sentences(evidence_text)] or [set()]
             spans = range(max(len(sentence_words) - window + 1, 1))
             value = max(
                 local.coverage(claim_words, set().union(*sentence_words[i : i + window])) for i in spans
             )
-        if numbers and local.numbers(claim) - evidence.numbers:
+        if numbers and txt.numbers(claim) - evidence.numbers:
             value = min(value, 0.25)
         if names:
-            value *= 0.5 ** len(local.names(claim) - evidence.words)
+            value *= 0.5 ** len(txt.names(claim) - evidence.words)
         return value
 
     return score
@@ -100,7 +101,7 @@ def claim_scores(
         scored[name] = (
             [c.label for c in cases],
             [
-                [scorer(claim, "\n".join(c.chunks), c.query) for claim in local.claims(c.response)]
+                [scorer(claim, "\n".join(c.chunks), c.query) for claim in txt.claims(c.response)]
                 for c in cases
             ],
         )

@@ -36,6 +36,7 @@ from scipy.optimize import minimize
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from agent import text as txt
 from agent.judges import local
 from agent.trust.agreement import auroc, problem_f1
 from benchmarks.common.heldout import passages, ragtruth_halves
@@ -47,14 +48,14 @@ FOLDS = 5
 def claim_features(
     claim: str, evidence: local.Evidence, question: set[str], sentences: list[set[str]]
 ) -> list[float]:
-    words = local.content_words(local._REFERENCE.sub(" ", claim)) - local.META_WORDS
+    words = txt.content_words(txt.SOURCE_REFERENCE.sub(" ", claim)) - txt.META_WORDS
     missing = words - evidence.words
     return [
         1 - len(missing) / len(words),
         math.log1p(len(missing - question)),
         math.log1p(len(missing & question)),
-        float(bool(local.numbers(claim) - evidence.numbers)),
-        float(len(local.names(claim) - evidence.words)),
+        float(bool(txt.numbers(claim) - evidence.numbers)),
+        float(len(txt.names(claim) - evidence.words)),
         math.log1p(len(words)),
         max((local.coverage(words, s) for s in sentences), default=0.0),
     ]
@@ -78,13 +79,13 @@ def collect_claims(questions: list[dict[str, Any]], encoder: Any | None) -> Clai
     for q, question in enumerate(questions):
         text = "\n".join(passages(question))
         evidence = local.Evidence.of(text)
-        question_words = local.content_words(question["source"]["question"])
-        evidence_sentences = local.sentences(text)
-        sentence_words = [local.content_words(s) for s in evidence_sentences]
+        question_words = txt.content_words(question["source"]["question"])
+        evidence_sentences = txt.sentences(text)
+        sentence_words = [txt.content_words(s) for s in evidence_sentences]
         sentence_vectors = _unit(encoder.encode(evidence_sentences)) if encoder else None
         for answer in question["responses"]:
             response, spans = answer["response"], answer["labels"]
-            found = local.claims(response)  # each has a content word that is not about the sources
+            found = txt.claims(response)  # each has a content word that is not about the sources
             vectors = _unit(encoder.encode(found)) if encoder and found else None
             ids, cursor = [], 0
             for n, claim in enumerate(found):

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from agent import text as words
 from agent.judges import local
 from agent.judges.base import (
     AnswerComparison,
@@ -228,21 +229,21 @@ class EmbeddingJudge:
         # Lexical support already caps claims with unknown numbers / names; average it with the
         # semantic similarity so that a paraphrase is not unsupported for want of shared words.
         score = (local.support_score(claim, evidence) + max(similarity, 0.0)) / 2
-        if local.numbers(claim) - evidence.numbers:
+        if words.numbers(claim) - evidence.numbers:
             score = min(score, 0.25)
         return Verdict(score >= self._support, score=round(score, 4))
 
     async def assess_chunks(
         self, query: str, answer: str | None, chunks: Sequence[str]
     ) -> list[ChunkAssessment]:
-        statements = [local.sentences(c) or [c] for c in chunks]
+        statements = [words.sentences(c) or [c] for c in chunks]
         flat = [s for group in statements for s in group]
         relevance = await self._best_similarity(flat, [relevance_query(query)]) if flat else []
         # Only sentences that assert something checkable ("Yes." does not) can make a chunk useful.
         answer_sentences = [
             s
-            for s in (local.sentences(answer) if answer else [])
-            if local.content_words(s) - local.META_WORDS
+            for s in (words.sentences(answer) if answer else [])
+            if words.content_words(s) - words.META_WORDS
         ]
         assessed, offset = [], 0
         for chunk, group in zip(chunks, statements, strict=True):
@@ -260,8 +261,8 @@ class EmbeddingJudge:
         return assessed
 
     async def check_response(self, query: str, response: str, chunks: Sequence[str]) -> list[ClaimVerdict]:
-        claims = local.claims(response)
-        evidence_sentences = [s for c in chunks for s in local.sentences(c)]
+        claims = words.claims(response)
+        evidence_sentences = [s for c in chunks for s in words.sentences(c)]
         support = await self._best_similarity(claims, evidence_sentences)
         relevance = await self._best_similarity(claims, [relevance_query(query)])
         evidence = local.Evidence.of("\n".join(chunks))
@@ -274,15 +275,15 @@ class EmbeddingJudge:
         ]
 
     async def check_reference(self, reference: str, chunks: Sequence[str]) -> list[Verdict]:
-        claims = local.claims(reference)
-        support = await self._best_similarity(claims, [s for c in chunks for s in local.sentences(c)])
+        claims = words.claims(reference)
+        support = await self._best_similarity(claims, [s for c in chunks for s in words.sentences(c)])
         evidence = local.Evidence.of("\n".join(chunks))
         return [self._supported(c, evidence, s) for c, s in zip(claims, support, strict=True)]
 
     async def compare_answers(self, query: str, response: str, reference: str) -> AnswerComparison:
-        response_claims, reference_claims = local.claims(response), local.claims(reference)
-        forward = await self._best_similarity(response_claims, local.sentences(reference))
-        backward = await self._best_similarity(reference_claims, local.sentences(response))
+        response_claims, reference_claims = words.claims(response), words.claims(reference)
+        forward = await self._best_similarity(response_claims, words.sentences(reference))
+        backward = await self._best_similarity(reference_claims, words.sentences(response))
         by_reference, by_response = local.Evidence.of(reference), local.Evidence.of(response)
         return AnswerComparison(
             tuple(self._supported(c, by_reference, s) for c, s in zip(response_claims, forward, strict=True)),

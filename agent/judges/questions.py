@@ -35,8 +35,8 @@ from agent.judges.base import (
     ClaimVerdict,
     PartialAnswer,
 )
-from agent.judges.local import sentences
 from agent.model import Verdict, split_conversation
+from agent.text import sentences
 
 PROMPT_VERSION = "v1"
 # Asked only in repairs: verdicts for claims the model already stated.

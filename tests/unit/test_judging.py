@@ -26,9 +26,10 @@ from agent.judges.cache import (
     encode_verdict,
     verdict_key,
 )
-from agent.judges.local import LexicalJudge, content_words
+from agent.judges.local import LexicalJudge
 from agent.metrics import ContextPrecision
 from agent.model import Chunk, Outcome, RagInteraction, Verdict
+from agent.text import content_words
 
 RESPONSE = "The capital of France is Paris."
 USEFUL = "Paris is the capital and largest city of France."
