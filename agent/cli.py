@@ -60,9 +60,11 @@ def _parser() -> argparse.ArgumentParser:
     # "demo" and "demo-app" in agent/commands/demo.py, "eval" in agent/commands/eval.py.
     from agent.commands.demo import register as register_demo
     from agent.commands.eval import register as register_eval
+    from agent.commands.probe import register as register_probe
 
     register_demo(commands, with_settings)
     register_eval(commands, with_settings)
+    register_probe(commands, with_settings)
     add_trust_commands(commands)  # calibrate, label-queue (agent/commands/calibrate.py)
     return parser
 
