@@ -715,9 +715,12 @@ class CanarySettings(BaseModel):
 
     model_config = _section("canary_")
 
-    labels_file: str | None = Field(
+    items_file: str | None = Field(
         None,
-        description="Frozen labelled set (the `ragpulse calibrate` labels format, with the items' text).",
+        description="The frozen items in the `ragpulse eval` input format (question, contexts, response).",
+    )
+    labels_file: str | None = Field(
+        None, description="Human labels of those items by id (the `ragpulse calibrate` labels format)."
     )
     state_file: str = Field(
         "ragpulse-canary.json", description="Where the last accepted run is kept (a persistent volume)."

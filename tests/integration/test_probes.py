@@ -17,8 +17,9 @@ from agent.judges.local import LexicalJudge
 from agent.offline.evaluate import OfflineEvaluator, available_metrics
 from agent.offline.records import item_from_row
 from tests.support.agent_process import AgentProcess
+from tests.support.llm_server import FakeLLMServer
 from tests.support.net import Scrape, free_port
-from tests.support.probe_app import GOLDEN, ProbeApp, answer
+from tests.support.probe_app import DOCUMENTS, GOLDEN, ProbeApp, answer
 from tests.support.repo import ROOT
 
 pytestmark = pytest.mark.integration
@@ -164,3 +165,62 @@ def test_probe_failures_are_counted_by_reason(
     )
     assert scrape.total("ragpulse_probe_failures_total", probe_set="down", reason="http_error") == len(GOLDEN)
     assert scrape.total("ragpulse_probe_items_total", probe_set="down") == 0
+
+
+# The judge canary: a frozen set with human faithfulness labels, re-judged by an LLM judge (the
+# test judge server) that turns lenient between two runs.
+UNSUPPORTED = "{} has a famous opera house and hosts the Olympics every year."
+CANARY_ITEMS = [
+    {"id": f"c-{key}-{kind}", "question": f"Tell me about {key}.", "contexts": [text],
+     "response": text if kind == "ok" else UNSUPPORTED.format(key.title())}
+    for key, text in list(DOCUMENTS.items())[:6] for kind in ("ok", "bad")
+]  # fmt: skip
+CANARY_LABELS = [
+    {"id": item["id"], "metric": "faithfulness", "label": 1 if item["id"].endswith("-ok") else 0}
+    for item in CANARY_ITEMS
+]
+
+
+def canary(tmp_path: Path, server: FakeLLMServer, *extra: str) -> subprocess.CompletedProcess[str]:
+    items, labels = tmp_path / "canary.jsonl", tmp_path / "canary-labels.jsonl"
+    items.write_text("".join(json.dumps(row) + "\n" for row in CANARY_ITEMS))
+    labels.write_text("".join(json.dumps(row) + "\n" for row in CANARY_LABELS))
+    env = {"PATH": "/usr/bin:/bin", "RAGPULSE_JUDGE_MODEL": "openai/ragpulse-test-judge",
+           "RAGPULSE_JUDGE_API_BASE": server.api_base, "RAGPULSE_JUDGE_API_KEY": "test-key",
+           "RAGPULSE_JUDGE_SELF_CHECK": "false",
+           "RAGPULSE_CANARY_ITEMS_FILE": str(items), "RAGPULSE_CANARY_LABELS_FILE": str(labels),
+           "RAGPULSE_CANARY_STATE_FILE": str(tmp_path / "canary-state.json")}  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "agent", "canary", *extra],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+
+
+def test_a_judge_that_shifts_trips_the_canary_while_probe_scores_stay_put(
+    agent: AgentProcess, app: ProbeApp, golden: Path, tmp_path: Path
+) -> None:
+    with FakeLLMServer() as server:
+        first = canary(tmp_path, server)
+        assert first.returncode == 0, first.stdout + first.stderr
+        assert "faithfulness: mean" in first.stdout and "judge moved" not in first.stdout
+        server.lenient = True  # the judge changed behind the same model name
+        second = canary(tmp_path, server)
+    assert second.returncode == 3, second.stdout + second.stderr
+    assert "judge moved: faithfulness" in second.stdout
+    assert "may be the judge's, not the app's" in second.stdout
+    state = json.loads((tmp_path / "canary-state.json").read_text())
+    assert state["last"]["moved"] and state["last"]["possibly_judge_drift_since"] == state["accepted_at"]
+    # The app did not change: its probe scores are where they were.
+    before = probe_sums(agent.wait_for(lambda s: True))
+    done = probe(agent, app, golden)
+    assert done.returncode == 0, done.stdout + done.stderr
+    scrape = agent.wait_for(lambda s: items_scored(s) >= before_items(before) + len(GOLDEN), timeout=30)
+    expected = offline_scores(regressed=False)
+    for metric in ("context_recall", "answer_correctness", f"recall_at_{K}"):
+        count, total = probe_sums(scrape)[metric]
+        assert count - before[metric][0] == len(GOLDEN)
+        assert total - before[metric][1] == pytest.approx(sum(expected[metric]), abs=1e-9), metric
+
+
+def before_items(sums: dict[str, tuple[float, float]]) -> float:
+    return sums["context_recall"][0]
