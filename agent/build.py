@@ -44,7 +44,9 @@ from agent.otlp.conventions.genai import GenAI
 from agent.otlp.conventions.manual import Manual
 from agent.otlp.conventions.openinference import OpenInference
 from agent.otlp.conventions.openllmetry import OpenLLMetry
-from agent.pipeline import Agent, Pipeline, PipelineConfig
+from agent.pipeline import Agent, Pipeline, PipelineConfig, ProbeStage
+from agent.probes.results import ProbeResults, ProbeResultsConfig
+from agent.probes.scoring import ProbeScorer, ProbeScoring
 from agent.sampling import KeepRule, RateTable, RuleSampler
 from agent.series_budget import SeriesBudget
 from agent.sources.base import Source
@@ -374,6 +376,21 @@ def build_ppi(
     )
 
 
+def build_probe_stage(settings: Settings, telemetry: Telemetry, redis: Any = None) -> ProbeStage:
+    """Probe traces: scored always, with the reference-based metrics, by the configured judge
+    through a stack of its own that reports no spend to the budget (its calls are still counted
+    in ragpulse_judge_*), into the probe series only."""
+    probes = settings.probes
+    return ProbeStage(
+        ProbeScorer(
+            ProbeScoring(tuple(settings.metrics), probes.k), build_judge(settings, telemetry.judge, redis)
+        ),
+        ProbeResults(
+            telemetry.probes, ProbeResultsConfig(pass_score=probes.pass_score, max_sets=probes.max_sets)
+        ),
+    )
+
+
 def metrics_security(settings: Settings, telemetry: IntakeTelemetry) -> EndpointSecurity:
     if not settings.server.web_config_file:
         return EndpointSecurity()
@@ -460,6 +477,7 @@ def build_agent(
         label_spans=ppi.observe_spans if ppi is not None else None,
         dependencies=dependencies,
         signals=telemetry.signals,
+        probes=build_probe_stage(settings, telemetry, redis),
     )
     source = build_source(settings, telemetry, dependencies)
     gate = pipeline.gate

@@ -58,11 +58,15 @@ def _parser() -> argparse.ArgumentParser:
     validate.add_argument("--list", action="store_true", help="list every setting with its env var")
     # Subcommands that live in their own modules, each registering its parser and `handler`:
     # "demo" and "demo-app" in agent/commands/demo.py, "eval" in agent/commands/eval.py.
+    from agent.commands.canary import register as register_canary
     from agent.commands.demo import register as register_demo
     from agent.commands.eval import register as register_eval
+    from agent.commands.probe import register as register_probe
 
     register_demo(commands, with_settings)
     register_eval(commands, with_settings)
+    register_probe(commands, with_settings)
+    register_canary(commands, with_settings)
     add_trust_commands(commands)  # calibrate, label-queue (agent/commands/calibrate.py)
     return parser
 

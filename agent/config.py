@@ -631,6 +631,111 @@ class SecuritySettings(BaseModel):
         return value
 
 
+class ProbeEndpoint(BaseModel):
+    """One app endpoint the prober asks each golden question (docs/probes.md)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field("app", min_length=1, description="Names the endpoint on the prober's span.")
+    url: str = Field(description="The app's URL, e.g. http://rag-app:8000/ask.")
+    method: Literal["POST", "PUT", "GET"] = "POST"
+    body: Any = Field(
+        default_factory=lambda: {"question": "{question}"},
+        description='JSON body template; "{question}" in any string is replaced by the question.',
+    )
+    headers: dict[str, str] = Field(default_factory=dict, description="Extra request headers.")
+    answer_path: str = Field(
+        "answer",
+        description="Where the answer is in the JSON response, dotted (data.answer, choices.0.text); "
+        "an empty or missing answer is a failure (no_answer).",
+    )
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"expected an http:// or https:// URL, got {value!r}")
+        return value
+
+
+class ProbeSettings(BaseModel):
+    """Golden probes: `ragpulse probe` sends a golden set through the live app; the agent scores
+    the probe traces with the reference-based metrics, apart from production (docs/probes.md)."""
+
+    model_config = _section("probes_")
+
+    golden_set: str | None = Field(
+        None,
+        description="Golden set in the `ragpulse eval` input format (question, reference, relevant ids).",
+    )
+    set_name: str = Field(
+        "golden", min_length=1, max_length=64, description="Name of the golden set (label probe_set)."
+    )
+    endpoints: tuple[ProbeEndpoint, ...] = Field(
+        (),
+        description="App endpoints asked each golden question: a YAML list, or a JSON array in the env "
+        "var, of {name, url, method, body, headers, answer_path}.",
+    )
+    otlp_endpoint: str = Field(
+        "http://127.0.0.1:4318",
+        description="Where the prober exports its spans over OTLP/HTTP: the agent, or the Collector.",
+    )
+    interval_seconds: float = Field(
+        900.0, gt=0, description="Seconds between rounds of `ragpulse probe --schedule`."
+    )
+    timeout_seconds: float = Field(30.0, gt=0, description="Timeout of one probe request.")
+    concurrency: int = Field(2, gt=0, le=64, description="Probe requests in flight at once.")
+    pass_score: float = Field(
+        0.5,
+        ge=0.0,
+        le=1.0,
+        description="A probe item passes when its context_recall and answer_correctness are at least this.",
+    )
+    k: int = Field(5, gt=0, description="Cut-off of the probes' rank metrics (as `ragpulse eval --k`).")
+    max_sets: int = Field(
+        20, gt=0, description="Distinct probe_set labels the agent exports (then __other__)."
+    )
+
+    @field_validator("endpoints", mode="before")
+    @classmethod
+    def _endpoints_from_json(cls, value: Any) -> Any:
+        if isinstance(value, str):  # the environment variable
+            try:
+                return json.loads(value) if value.strip() else ()
+            except json.JSONDecodeError as exc:
+                raise ValueError(
+                    f'expected a JSON array such as [{{"url": "http://app:8000/ask"}}]: {exc}'
+                ) from None
+        return value
+
+
+class CanarySettings(BaseModel):
+    """The judge canary: a frozen human-labelled set re-judged on a schedule (docs/probes.md)."""
+
+    model_config = _section("canary_")
+
+    items_file: str | None = Field(
+        None,
+        description="The frozen items in the `ragpulse eval` input format (question, contexts, response).",
+    )
+    labels_file: str | None = Field(
+        None, description="Human labels of those items by id (the `ragpulse calibrate` labels format)."
+    )
+    state_file: str = Field(
+        "ragpulse-canary.json", description="Where the last accepted run is kept (a persistent volume)."
+    )
+    interval_seconds: float = Field(
+        86400.0, gt=0, description="Seconds between runs of `ragpulse canary --schedule` (daily)."
+    )
+    max_mean_shift: float = Field(
+        0.1, gt=0, le=1, description="The judge moved when its mean on the set shifts more than this."
+    )
+    max_agreement_drop: float = Field(
+        0.1, gt=0, le=1, description="The judge moved when AUROC or balanced accuracy drops more than this."
+    )
+
+
 # Section attribute → its model, in the order `validate-config --list` shows them.
 SECTIONS: dict[str, type[BaseModel]] = {
     "server": ServerSettings,
@@ -651,6 +756,8 @@ SECTIONS: dict[str, type[BaseModel]] = {
     "alerts": AlertSettings,
     "trust": TrustSettings,
     "security": SecuritySettings,
+    "probes": ProbeSettings,
+    "canary": CanarySettings,
 }
 
 
@@ -693,6 +800,8 @@ class Settings(BaseModel):
     alerts: AlertSettings = AlertSettings()
     trust: TrustSettings = TrustSettings()
     security: SecuritySettings = SecuritySettings()
+    probes: ProbeSettings = ProbeSettings()
+    canary: CanarySettings = CanarySettings()
 
     # Where each flat setting came from ("config file", "environment", "command line"); absent = default.
     _origins: dict[str, str] = PrivateAttr(default_factory=dict)

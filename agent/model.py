@@ -131,6 +131,23 @@ def relevance_query(text: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class Probe:
+    """The golden item a probe trace answers, as the prober's client span in that trace carries
+    it (agent/probes/attributes.py). An interaction carrying one is scored apart from production:
+    always, with the reference-based metrics too, into the probe series only.
+
+    `failure` is the prober's reason when the request itself failed (timeout, http_error,
+    no_answer): such a trace is counted, never scored.
+    """
+
+    probe_set: str
+    item: str
+    reference: str | None = None
+    relevant_ids: tuple[str, ...] | None = None
+    failure: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class RagInteraction:
     """One question answered with retrieved context: the unit that ragpulse scores.
 
@@ -161,6 +178,9 @@ class RagInteraction:
     searches: int = 0
     empty_searches: int = 0
     tool_errors: int = 0
+    # Set when the trace was started by `ragpulse probe` (docs/probes.md); `reference` is then
+    # the golden item's reference answer.
+    probe: Probe | None = None
 
     @property
     def interaction_id(self) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 
 from agent.budget import BudgetController
 from agent.delivery import Delivery, Job, JudgeGate, Leases, Retry, WorkLedger
-from agent.evaluate import Evaluator
+from agent.evaluate import Evaluation, Evaluator
 from agent.exporters.base import Exporter
 from agent.exporters.prometheus import MetricsServer
 from agent.idempotency import IdempotencyStore
@@ -27,6 +27,8 @@ from agent.model import MetricResult, RagInteraction, Span
 from agent.otlp import mark_own_telemetry
 from agent.otlp.assemble import Assembler, Assembly
 from agent.otlp.decode import DecodedRequest
+from agent.probes.results import ProbeResults
+from agent.probes.scoring import ProbeScorer
 from agent.sampling import THROTTLED_REASONS, Sampler
 from agent.sources.base import Source
 from agent.telemetry import (
@@ -57,6 +59,15 @@ class PipelineConfig:
     max_deferrals: int = 5
 
 
+@dataclass(frozen=True, slots=True)
+class ProbeStage:
+    """Where probe interactions go instead (docs/probes.md): always scored, by their own scorer
+    (reference-based metrics, a judge outside the budget), into the probe series only."""
+
+    scorer: ProbeScorer
+    results: ProbeResults
+
+
 class Pipeline:
     """Intake (synchronous, on the event loop) and the evaluation worker pool.
 
@@ -81,7 +92,9 @@ class Pipeline:
         label_spans: Callable[[Sequence[Span]], None] | None = None,
         dependencies: Dependencies | None = None,
         signals: SignalsTelemetry | None = None,
+        probes: ProbeStage | None = None,
     ) -> None:
+        self._probes = probes
         self._dependencies = dependencies or Dependencies()  # awaited at start-up: intake waits
         self._signals = signals  # free signals on every interaction, before sampling
         self._label_spans = label_spans  # human labels in annotation spans (agent/trust)
@@ -178,7 +191,17 @@ class Pipeline:
         assembled.buffered_spans.set(assembly.buffered_spans)
         assembled.buffered_traces.set(assembly.buffered_traces)
         assembled.buffered_bytes.set(assembly.buffered_bytes)
+        probes = self._probes
+        if probes is not None:
+            for (probe_set, reason), count in assembly.probe_failures.items():
+                probes.results.failed(probe_set, reason, count)
         for origin, interaction in zip(assembly.origins, assembly.interactions, strict=True):
+            if interaction.probe is not None and probes is not None:
+                # A probe is always scored and kept out of the production series and sampling.
+                probes.results.assembled(interaction.probe.probe_set)
+                self._queue.put_nowait(Job(origin, interaction))
+                self._ledger.add(origin)
+                continue
             labels = (interaction.service, interaction.route)
             sampling.interactions.labels(*labels).inc()
             if self._signals is not None:
@@ -233,7 +256,7 @@ class Pipeline:
             job = await self._queue.get()
             self._intake.queue_depth.set(self._queue.qsize())
             try:
-                retry = await self._delivery.deliver(job, self._evaluator.assess, self._export)
+                retry = await self._delivery.deliver(job, self._assess, self._export)
             except asyncio.CancelledError:
                 raise
             except Exception:  # stage boundary: a bug must not kill the worker or lose the job
@@ -248,11 +271,19 @@ class Pipeline:
                 # Another replica holds the lease, or an export failed: try again a little later.
                 loop.call_later(retry.delay, self._queue.put_nowait, job)
 
+    async def _assess(self, interaction: RagInteraction) -> Evaluation:
+        if interaction.probe is not None and self._probes is not None:
+            return await self._probes.scorer.assess(interaction)
+        return await self._evaluator.assess(interaction)
+
     async def _export(self, interaction: RagInteraction, results: Sequence[MetricResult]) -> bool:
         """Export to every exporter; False (retry later) when one fails."""
+        exporters: Sequence[Exporter] = self._exporters
+        if interaction.probe is not None and self._probes is not None:
+            exporters = (self._probes.results,)
         # Durable exporters come first: when one fails, the interaction is retried later and the
         # in-process ones (Prometheus, drift) have not counted it yet.
-        for exporter in self._exporters:
+        for exporter in exporters:
             try:
                 await exporter.export(interaction, results)
             except Exception as exc:

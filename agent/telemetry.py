@@ -410,6 +410,66 @@ class DocumentsTelemetry:
         self.verdicts.remove(service, verdict, document)
 
 
+class ProbeTelemetry:
+    """Golden probes and the judge canary (docs/probes.md), apart from the production series:
+    probe interactions never feed ragpulse_score, sampling, drift or the judge budget (their judge
+    calls are counted in the judge's own instruments). `probe_set` is bounded by probes_max_sets."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.interactions = Counter(
+            "ragpulse_probe_interactions",
+            "Probe interactions assembled (always scored, never sampled), per probe set.",
+            ["probe_set"],
+            registry=registry,
+        )
+        self.score = Histogram(
+            "ragpulse_probe_score",
+            "Scores of probe interactions per probe set and metric, reference-based metrics included "
+            "(context_recall, answer_correctness, rank metrics such as recall_at_5).",
+            ["probe_set", "metric"],
+            buckets=SCORE_BUCKETS,
+            registry=registry,
+        )
+        self.items = Counter(
+            "ragpulse_probe_items",
+            "Probe items scored, per probe set and outcome (pass: every score at least "
+            "probes_pass_score; fail; error: a judge error left a metric unscored).",
+            ["probe_set", "outcome"],
+            registry=registry,
+        )
+        self.failures = Counter(
+            "ragpulse_probe_failures",
+            "Probe items not scored, per probe set and reason: timeout, http_error, no_answer (the "
+            "prober's request), trace_missing (the app's spans did not arrive within the assembly wait).",
+            ["probe_set", "reason"],
+            registry=registry,
+        )
+        self.canary_agreement = Gauge(
+            "ragpulse_canary_agreement",
+            "Judge canary: agreement of the judge with the frozen human labels, per metric and "
+            "statistic (auroc, balanced_accuracy), at the last run.",
+            ["metric", "statistic"],
+            registry=registry,
+        )
+        self.canary_mean_shift = Gauge(
+            "ragpulse_canary_mean_shift",
+            "Judge canary: the judge's mean score on the frozen set minus the last accepted run's, "
+            "per metric.",
+            ["metric"],
+            registry=registry,
+        )
+        self.canary_moved = Gauge(
+            "ragpulse_canary_judge_moved",
+            "Judge canary: 1 while the last run found the judge moved (agreement or mean outside tolerance).",
+            registry=registry,
+        )
+        self.canary_last_run = Gauge(
+            "ragpulse_canary_last_run_timestamp_seconds",
+            "Judge canary: Unix time the last run finished.",
+            registry=registry,
+        )
+
+
 class DemoTelemetry:
     """`ragpulse demo` only, on the demo agent's registry: which traffic phase is being sent."""
 
@@ -438,3 +498,4 @@ class Telemetry:
         self.runtime = RuntimeTelemetry(registry)
         self.signals = SignalsTelemetry(registry)
         self.documents = DocumentsTelemetry(registry)
+        self.probes = ProbeTelemetry(registry)

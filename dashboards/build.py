@@ -289,6 +289,40 @@ def quality() -> dash.Dashboard:
         .icon_color("red")
         .expr(f'ALERTS{{alertname=~"{QUALITY_ALERTS}",alertstate="firing",{SCORE_FILTER}}}')
     )
+    # Golden probes and the judge canary (docs/probes.md): series apart from production's.
+    probe_scores = _series(
+        "Probe mean score per set and metric (30m)",
+        "percentunit",
+        query(
+            "sum by (probe_set, metric) (increase(ragpulse_probe_score_sum[30m]))\n"
+            "  / sum by (probe_set, metric) (increase(ragpulse_probe_score_count[30m]))",
+            legend="{{probe_set}} {{metric}}",
+        ),
+        description="Golden probes scored against their reference (context_recall, answer_correctness, "
+        "rank metrics), every round whatever the traffic and sampling.",
+    )
+    probe_items = _series(
+        "Probe items and failures per round (30m)",
+        "short",
+        query("sum by (probe_set, outcome) (increase(ragpulse_probe_items_total[30m]))",
+              legend="{{probe_set}} {{outcome}}"),
+        query("sum by (probe_set, reason) (increase(ragpulse_probe_failures_total[30m]))",
+              legend="{{probe_set}} not scored: {{reason}}", ref="B"),
+        description="Items that passed or failed probes_pass_score, and those not scored by reason.",
+    )  # fmt: skip
+    canary_agreement = _series(
+        "Judge canary: agreement with human labels",
+        "short",
+        query("ragpulse_canary_agreement", legend="{{metric}} {{statistic}}"),
+        description="AUROC and balanced accuracy of the judge on the frozen labelled set, per run.",
+    )
+    canary_shift = _series(
+        "Judge canary: mean shift against the accepted run",
+        "short",
+        query("ragpulse_canary_mean_shift", legend="{{metric}}"),
+        query("ragpulse_canary_judge_moved", legend="judge moved", ref="B"),
+        description="A judge that moves here while the probes stay put changed by itself.",
+    )
     return (
         _base(
             "ragpulse-quality",
@@ -311,6 +345,11 @@ def quality() -> dash.Dashboard:
         .with_row(dash.Row("Volume"))
         .with_panel(volume)
         .with_panel(outcomes)
+        .with_row(dash.Row("Probes and the judge canary"))
+        .with_panel(probe_scores)
+        .with_panel(probe_items)
+        .with_panel(canary_agreement)
+        .with_panel(canary_shift)
     )
 
 

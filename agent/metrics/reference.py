@@ -19,15 +19,23 @@ return exact ratios and ``None`` when a denominator is empty.
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from agent.metrics.ranking import context_precision_at_k
+from agent.metrics.ranking import (
+    context_precision_at_k,
+    hit_rate_at_k,
+    ndcg_at_k,
+    precision_at_k,
+    recall_at_k,
+    reciprocal_rank,
+)
 
 __all__ = [
     "Similarity",
     "context_entities_recall",
     "id_context_precision",
     "id_context_recall",
+    "id_rank_scores",
     "levenshtein_distance",
     "levenshtein_similarity",
     "nonllm_context_precision",
@@ -217,3 +225,29 @@ def id_context_recall(retrieved_ids: Iterable[str], reference_ids: Iterable[str]
     if not reference:
         return None
     return len(reference & set(retrieved_ids)) / len(reference)
+
+
+def id_rank_scores(
+    retrieved_ids: Sequence[str],
+    relevant_ids: Iterable[str],
+    k: int,
+    grades: Mapping[str, float] | None = None,
+) -> dict[str, float | None]:
+    """Every rank metric over document ids, by the name `ragpulse eval` reports it under.
+
+    One function for `ragpulse eval` and the probes, so a probe's score equals the offline one on
+    the same item. `grades` are graded relevance for NDCG (default: 1 for each relevant id).
+    Each value is None where its metric is undefined (no relevant ids).
+    """
+    retrieved = list(retrieved_ids)
+    relevant = set(relevant_ids)
+    graded = grades if grades is not None else dict.fromkeys(relevant, 1.0)
+    return {
+        f"precision_at_{k}": precision_at_k(retrieved, relevant, k),
+        f"recall_at_{k}": recall_at_k(retrieved, relevant, k),
+        f"hit_rate_at_{k}": hit_rate_at_k(retrieved, relevant, k),
+        "mrr": reciprocal_rank(retrieved, relevant),
+        f"ndcg_at_{k}": ndcg_at_k(retrieved, graded, k),
+        "id_context_precision": id_context_precision(retrieved, relevant),
+        "id_context_recall": id_context_recall(retrieved, relevant),
+    }

@@ -22,16 +22,10 @@ from agent.judges.base import CHECK_REFERENCE, CHECK_RESPONSE, COMPARE_ANSWERS, 
 from agent.metrics import (
     METRICS,
     ClaimCheck,
-    hit_rate_at_k,
-    id_context_precision,
-    id_context_recall,
-    ndcg_at_k,
+    id_rank_scores,
     nonllm_context_precision,
     nonllm_context_recall,
-    precision_at_k,
     ragchecker_scores,
-    recall_at_k,
-    reciprocal_rank,
 )
 from agent.metrics.base import Metric
 from agent.metrics.ragchecker import RagCheckerScores
@@ -87,15 +81,7 @@ def deterministic_scores(item: EvalItem, k: int) -> dict[str, float | None]:
     scores: dict[str, float | None] = {}
     relevant = _relevant(item)
     if item.retrieved_ids is not None and relevant is not None:
-        retrieved = list(item.retrieved_ids)
-        scores[f"precision_at_{k}"] = precision_at_k(retrieved, relevant, k)
-        scores[f"recall_at_{k}"] = recall_at_k(retrieved, relevant, k)
-        scores[f"hit_rate_at_{k}"] = hit_rate_at_k(retrieved, relevant, k)
-        scores["mrr"] = reciprocal_rank(retrieved, relevant)
-        grades = item.relevance if item.relevance is not None else dict.fromkeys(relevant, 1.0)
-        scores[f"ndcg_at_{k}"] = ndcg_at_k(retrieved, grades, k)
-        scores["id_context_precision"] = id_context_precision(retrieved, relevant)
-        scores["id_context_recall"] = id_context_recall(retrieved, relevant)
+        scores.update(id_rank_scores(item.retrieved_ids, relevant, k, item.relevance))
     if item.reference_contexts is not None and item.contexts:
         scores["nonllm_context_precision"] = nonllm_context_precision(item.contexts, item.reference_contexts)
         scores["nonllm_context_recall"] = nonllm_context_recall(item.contexts, item.reference_contexts)

@@ -13,22 +13,27 @@ when the bounded wait runs out. Rules (docs/intake.md has the full text):
   retriever's query, else the call's last user message.
 - A span carrying query, chunks and response alone is an interaction by itself (single span),
   unless it wraps a model call that already made one.
+- A trace whose root is a prober's span (agent/otlp/probes.py) is a probe: its interactions carry
+  the golden item (reference included); one that forms none before the wait runs out is counted
+  as a missed probe, and one whose request failed (the prober says so) is never scored.
 
 Every span is accounted for exactly once: assembled, skipped with a reason, or still buffered.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from agent.model import AttributeValue, Chunk, RagInteraction, Span
+from agent.model import AttributeValue, Chunk, Probe, RagInteraction, Span
 from agent.otlp import SELF_RESOURCE_ATTRIBUTE
 from agent.otlp.agents import AgentContext, agent_answers, history, is_agent_trace, settled
 from agent.otlp.conventions import KNOWN_PREFIXES, Convention, Role, SpanParts
+from agent.otlp.probes import probe_of
 
 # Reasons a span yields no interaction; they label ragpulse_spans_skipped_total.
 NOT_RAG = "not_rag"  # carries nothing an interaction uses (or nothing its trace's interactions used)
@@ -36,6 +41,10 @@ INCOMPLETE = "incomplete"  # its trace ended (root seen, or wait over) without f
 EVICTED = "evicted"  # dropped to keep the buffer within its bounds
 SELF = "self"  # emitted by ragpulse itself (resource attribute ragpulse.agent)
 DUPLICATE = "duplicate"  # the same span id was already buffered (a redelivered message)
+
+# Why a probe trace was not scored, beside the prober's own reasons (labels
+# ragpulse_probe_failures_total): the app's spans did not arrive within the assembly wait.
+TRACE_MISSING = "trace_missing"
 
 # Why buffered spans were evicted; they label ragpulse_assembler_evictions_total.
 MAX_TRACES = "max_traces"
@@ -60,6 +69,9 @@ class Assembly:
     buffered_spans: int = 0
     buffered_traces: int = 0
     buffered_bytes: int = 0
+    # Probe traces that will not be scored, by (probe set, reason): the prober's failure reason as
+    # its span arrives, or TRACE_MISSING when the app's interaction never formed.
+    probe_failures: Counter[tuple[str, str]] = field(default_factory=Counter)
 
 
 class Assembler(Protocol):
@@ -133,6 +145,7 @@ class _Trace:
     useful: int = 0  # pieces with parts: the spans this trace still has to account for
     size: int = 0  # estimated bytes held: every piece (links too) and its text
     has_root: bool = False
+    probe: Probe | None = None  # the golden item, once the prober's span is in
 
 
 # Memory one buffered span costs besides its text: the _Piece, its ids and its slot in the trace
@@ -200,6 +213,7 @@ class TraceAssembler:
         # Group first, so that a trace whose spans share one request keeps all its links even
         # when the linking spans come before the first useful one.
         batch: dict[str, list[tuple[Span, SpanParts | None]]] = {}
+        probes: dict[str, Probe] = {}
         resource, is_self = None, False
         for span in spans:
             if span.resource is not resource:  # spans of one request share a few resources
@@ -207,6 +221,9 @@ class TraceAssembler:
             if is_self:
                 out.skipped[SELF] += 1
                 continue
+            probe = probe_of(span)
+            if probe is not None:
+                probes[span.trace_id] = probe
             parts = self._extract(span)
             if parts is not None and not parts.is_useful:
                 # Only a link; an agent root may still name the conversation.
@@ -216,13 +233,20 @@ class TraceAssembler:
         touched = []
         for trace_id, members in batch.items():
             trace = self._traces.get(trace_id)
+            probe = probes.get(trace_id)
             if trace is None:
-                if len(members) == 1 and self._single(members[0], sequence, out):
-                    continue
-                if all(parts is None or parts.role is _LINK for _, parts in members):
-                    out.skipped[NOT_RAG] += len(members)
-                    continue
+                if probe is None:
+                    if len(members) == 1 and self._single(members[0], sequence, out):
+                        continue
+                    if all(parts is None or parts.role is _LINK for _, parts in members):
+                        out.skipped[NOT_RAG] += len(members)
+                        continue
+                # A probe's span opens its trace even alone: the app's spans are on their way.
                 trace = self._open(trace_id, now, sequence, out)
+            if probe is not None and trace.probe is None:
+                trace.probe = probe
+                if probe.failure is not None:
+                    out.probe_failures[(probe.probe_set, probe.failure)] += 1
             self._take(trace_id, trace, members, out)
             touched.append(trace_id)
         for trace_id in touched:
@@ -383,6 +407,16 @@ class TraceAssembler:
         interactions, used = _assemble(trace_id, trace, self._labeller)
         if not interactions and not give_up:
             return
+        probe = trace.probe
+        if probe is not None:
+            if probe.failure is not None:
+                interactions, used = [], set()  # counted by its reason on arrival; never scored
+            elif not interactions:
+                out.probe_failures[(probe.probe_set, TRACE_MISSING)] += 1
+            else:
+                interactions = [
+                    dataclasses.replace(i, probe=probe, reference=probe.reference) for i in interactions
+                ]
         del self._traces[trace_id]
         self._release(trace)
         out.interactions.extend(interactions)

@@ -87,6 +87,16 @@ class RuleParams:
     trust_objective: float = 0.8
     trust_may_be_below_for: str = "30m"
     trust_below_for: str = "15m"
+    # Golden probes (docs/probes.md): the share of probe items failing over `probe_window` (two
+    # rounds at the default probes_interval_seconds of 15m), and probes gone quiet.
+    probe_window: str = "30m"
+    probe_fail_ratio: float = 0.2
+    probe_for: str = "5m"
+    probe_failures_for: str = "5m"
+    probe_silent_window: str = "1h"
+    probe_silent_for: str = "15m"
+    # The judge canary (daily by default): stale when no run finished for this long.
+    canary_stale_seconds: int = 2 * 86400
     # Tests only: replaces every `for:` so a real Prometheus fires the same rules in seconds.
     for_override: str | None = None
 
@@ -403,6 +413,70 @@ def trust_rules(p: RuleParams) -> list[dict[str, Any]]:
     return [_alert(p, spec) for spec in alerts]
 
 
+def probe_rules(p: RuleParams) -> list[dict[str, Any]]:
+    """Alerts on the golden probes and the judge canary (docs/probes.md): probe series are apart
+    from production's, scored on every probe, so a regression shows at any traffic level."""
+    window = p.probe_window
+    graded = f'ragpulse_probe_items_total{{outcome=~"pass|fail"}}[{window}]'
+    alerts = [
+        {
+            "alert": "RagpulseProbeItemsFailing",
+            "expr": f'sum by (probe_set) (increase(ragpulse_probe_items_total{{outcome="fail"}}[{window}]))\n'
+            f"  / sum by (probe_set) (increase({graded})) > {p.probe_fail_ratio}",
+            "for": p.probe_for,
+            "severity": "warning",
+            "summary": "Golden probes of {{ $labels.probe_set }} are failing",
+            "description": "{{ $value | humanizePercentage }} of the golden items of "
+            f"{{{{ $labels.probe_set }}}} failed over {window} (context recall or answer correctness "
+            f"below probes_pass_score; alerting above {p.probe_fail_ratio:.0%}). If "
+            "RagpulseJudgeCanaryMoved fires too, the judge may have moved rather than the app.",
+        },
+        {
+            "alert": "RagpulseProbeRequestsFailing",
+            "expr": f"sum by (probe_set, reason) (increase(ragpulse_probe_failures_total[{window}])) > 0",
+            "for": p.probe_failures_for,
+            "severity": "warning",
+            "summary": "Probes of {{ $labels.probe_set }} fail: {{ $labels.reason }}",
+            "description": '{{ $value | printf "%.0f" }} golden item(s) of {{ $labels.probe_set }} were '
+            f"not scored over {window} ({{{{ $labels.reason }}}}: timeout, http_error and no_answer "
+            "from the prober's request; trace_missing when the app's spans never reached the agent).",
+        },
+        {
+            "alert": "RagpulseProbesSilent",
+            "expr": "sum by (probe_set) "
+            f"(increase(ragpulse_probe_interactions_total[{p.probe_silent_window}])) == 0",
+            "for": p.probe_silent_for,
+            "severity": "warning",
+            "summary": "No probe of {{ $labels.probe_set }} was scored",
+            "description": f"No probe interaction of {{{{ $labels.probe_set }}}} was scored in "
+            f"{p.probe_silent_window}: the prober (CronJob or sidecar) stopped, or its spans no longer "
+            "reach the agent.",
+        },
+        {
+            "alert": "RagpulseJudgeCanaryMoved",
+            "expr": "max by (job) (ragpulse_canary_judge_moved) == 1",
+            "for": "0m",
+            "severity": "warning",
+            "summary": "The judge moved on the canary set",
+            "description": "The judge's agreement with the frozen human labels, or its mean score on "
+            "them, moved beyond tolerance since the last accepted canary run. Quality drift alarms "
+            "raised since then may be the judge's, not the app's: check ragpulse_canary_agreement "
+            "and ragpulse_canary_mean_shift, and whether the probes' scores moved too.",
+        },
+        {
+            "alert": "RagpulseJudgeCanaryStale",
+            "expr": "time() - max by (job) (ragpulse_canary_last_run_timestamp_seconds) "
+            f"> {p.canary_stale_seconds}",
+            "for": "0m",
+            "severity": "warning",
+            "summary": "The judge canary has not run",
+            "description": "No judge canary run finished in {{ $value | humanizeDuration }}; the judge "
+            "is unwatched (ragpulse canary CronJob).",
+        },
+    ]
+    return [_alert(p, spec) for spec in alerts]
+
+
 def rule_groups(p: RuleParams | None = None) -> list[dict[str, Any]]:
     p = p or RuleParams()
     # One group: rules of a group run in order at the same timestamp, so every alert reads the
@@ -410,6 +484,7 @@ def rule_groups(p: RuleParams | None = None) -> list[dict[str, Any]]:
     return [
         {"name": "ragpulse", "rules": [*recording_rules(p), *alert_rules(p)]},
         {"name": "ragpulse-trust", "rules": trust_rules(p)},
+        {"name": "ragpulse-probes", "rules": probe_rules(p)},
     ]
 
 

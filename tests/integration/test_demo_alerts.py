@@ -62,6 +62,18 @@ UNFED = {
         "every span the demo sends belongs to a RAG interaction: none skipped",
     ("ragpulse-pipeline.json", "Refused requests and dead letters per second", "B"):
         "the demo's spans all decode: no dead letter",
+    ("ragpulse-quality.json", "Probe mean score per set and metric (30m)", "A"):
+        "the demo runs no prober (tests/integration/test_probes.py feeds it)",
+    ("ragpulse-quality.json", "Probe items and failures per round (30m)", "A"):
+        "the demo runs no prober (tests/integration/test_probes.py feeds it)",
+    ("ragpulse-quality.json", "Probe items and failures per round (30m)", "B"):
+        "the demo runs no prober: no probe fails",
+    ("ragpulse-quality.json", "Judge canary: agreement with human labels", "A"):
+        "the canary is a command of its own (ragpulse canary), not run by the demo",
+    ("ragpulse-quality.json", "Judge canary: mean shift against the accepted run", "A"):
+        "the canary is a command of its own (ragpulse canary), not run by the demo",
+    ("ragpulse-quality.json", "Judge canary: mean shift against the accepted run", "B"):
+        "the canary is a command of its own (ragpulse canary), not run by the demo",
 }  # fmt: skip
 
 

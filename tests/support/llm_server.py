@@ -83,6 +83,19 @@ _FENCE = re.compile(r"^Fence id: ([0-9a-f]+)\.", re.M)
 _STATEMENT = re.compile(r"^\((\d+)\) ", re.M)
 
 
+def _support_everything(verdicts: Any) -> None:
+    """Every claim verdict "supported" (a lenient judge), in place."""
+    if isinstance(verdicts, dict):
+        for key, value in verdicts.items():
+            if key == "supported":
+                verdicts[key] = 1
+            else:
+                _support_everything(value)
+    elif isinstance(verdicts, list):
+        for value in verdicts:
+            _support_everything(value)
+
+
 def fenced_blocks(user: str) -> tuple[str, list[tuple[str, str]]]:
     """The question kind and the (name, text) of every fenced block of a judge prompt."""
     kind_match, fence_match = _KIND.search(user), _FENCE.search(user)
@@ -210,6 +223,8 @@ class FakeLLMServer:
         # Sent as the Retry-After header of 429 answers when set (seconds).
         self.retry_after: float | None = None
         self.stats = Stats()
+        # A judge whose verdicts shifted (a new model behind the same name): every claim supported.
+        self.lenient = False
         self._lock = threading.Lock()
         self._script: collections.deque[str] = collections.deque()
         self._always: str | None = None
@@ -295,6 +310,8 @@ class FakeLLMServer:
             claims = verdicts["claims"]
             for item in claims.values() if isinstance(claims, dict) else claims:
                 item["supported"] = "yes"  # not 0 or 1: the claim text stays, its verdict is invalid
+        if self.lenient:
+            _support_everything(verdicts)
         with self._lock:
             miscounts = self.miscount > 0 and self._random.random() < self.miscount
         section = "chunks" if kind != "check_claims" else "claims"

@@ -1,0 +1,122 @@
+"""`ragpulse probe [--schedule]`: send the golden set through the live app (docs/probes.md).
+
+Once by default (a Kubernetes CronJob); `--schedule` runs a round every probes_interval_seconds
+(one sidecar). Either way exactly one runner sends each round: run one CronJob or one sidecar,
+not one per agent replica. The results are the agent's: it scores the probe traces.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from agent.config import ConfigError, Settings
+from agent.probes.prober import Endpoint, GoldenItem, Prober, ProberConfig, Round
+
+log = logging.getLogger("ragpulse.probe")
+
+
+def register(
+    commands: Any, with_settings: Callable[[argparse.ArgumentParser], argparse.ArgumentParser]
+) -> None:
+    parser = with_settings(
+        commands.add_parser(
+            "probe",
+            help="send the golden set through the live app; the agent scores the traces",
+            description="Ask each golden question (probes_golden_set) of each endpoint "
+            "(probes_endpoints) over HTTP, in a trace the agent recognises and scores against "
+            "the reference. Runs one round, or one every probes_interval_seconds with --schedule.",
+        )
+    )
+    parser.add_argument("--schedule", action="store_true", help="keep running, a round per interval")
+    parser.add_argument("--golden", metavar="FILE", help="golden set (as probes_golden_set)")
+    parser.add_argument(
+        "--endpoint", metavar="URL", help="one endpoint with the default body and answer path"
+    )
+    parser.set_defaults(handler=_main)
+
+
+def golden_items(path: Path) -> list[GoldenItem]:
+    """The golden set, read as `ragpulse eval` reads its input."""
+    from agent.offline.records import InputError, read_items
+
+    try:
+        items, bad = read_items(path)
+    except (OSError, InputError) as exc:
+        raise ConfigError(f"probes_golden_set: cannot read {path}: {exc}") from None
+    if bad:
+        raise ConfigError(f"probes_golden_set: {path} line {bad[0].line}: {bad[0].reason}")
+    return [
+        GoldenItem(item.id, item.question, item.reference, item.relevant_ids)
+        for item in items
+        if item.question
+    ]
+
+
+def prober_config(settings: Settings, endpoint_url: str | None = None) -> ProberConfig:
+    probes = settings.probes
+    endpoints: Sequence[Endpoint]
+    if endpoint_url:
+        endpoints = [Endpoint(endpoint_url)]
+    else:
+        endpoints = [
+            Endpoint(e.url, e.name, e.method, e.body, dict(e.headers), e.answer_path)
+            for e in probes.endpoints
+        ]
+    if not endpoints:
+        raise ConfigError("probes_endpoints (env RAGPULSE_PROBES_ENDPOINTS): no endpoint to probe")
+    return ProberConfig(probes.set_name, tuple(endpoints), probes.timeout_seconds, probes.concurrency)
+
+
+def tracer_provider(endpoint: str) -> Any:
+    """An SDK tracer provider exporting over OTLP/HTTP. Its resource is the prober's own, never
+    tagged as ragpulse's (the agent skips its own telemetry, and must not skip this)."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    url = endpoint.rstrip("/")
+    url = url if url.endswith("/v1/traces") else f"{url}/v1/traces"
+    provider = TracerProvider(resource=Resource({"service.name": "ragpulse-prober"}))
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=url)))
+    return provider
+
+
+def summary(settings: Settings, result: Round) -> str:
+    failures = result.failures
+    failed = sum(failures.values())
+    reasons = ", ".join(f"{reason} {n}" for reason, n in sorted(failures.items()))
+    return (
+        f"probe round of {settings.probes.set_name}: {len(result.outcomes)} request(s), "
+        f"{failed} failed{f' ({reasons})' if reasons else ''}"
+    )
+
+
+def _main(args: argparse.Namespace, settings: Settings) -> int:
+    golden = args.golden or settings.probes.golden_set
+    if not golden:
+        raise ConfigError("probes_golden_set (env RAGPULSE_PROBES_GOLDEN_SET): no golden set given")
+    items = golden_items(Path(golden))
+    config = prober_config(settings, args.endpoint)
+    provider = tracer_provider(settings.probes.otlp_endpoint)
+    prober = Prober(config, provider.get_tracer("ragpulse.probe"))
+    try:
+        while True:
+            started = time.monotonic()
+            result = asyncio.run(prober.round(items))
+            provider.force_flush()  # the spans are out before the round is reported done
+            print(summary(settings, result), flush=True)
+            if not args.schedule:
+                # Every request failed: the CronJob reports the failure too.
+                return 1 if all(o.failure for o in result.outcomes) else 0
+            time.sleep(max(0.0, settings.probes.interval_seconds - (time.monotonic() - started)))
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        provider.shutdown()
