@@ -24,6 +24,7 @@ def test_demo_detects_the_injected_regression_and_nothing_before(tmp_path: Path)
     env.update({
         "RAGPULSE_METRICS_LISTEN": f"127.0.0.1:{metrics_port}",
         "RAGPULSE_OTLP_LISTEN": f"127.0.0.1:{otlp_port}",
+        "RAGPULSE_OTLP_GRPC_LISTEN": f"127.0.0.1:{free_port()}",  # never the default 4317
     })  # fmt: skip
     out = tmp_path / "demo"
     log = (tmp_path / "demo.log").open("wb")
@@ -121,6 +122,7 @@ def test_demo_uses_the_configured_llm_judge(tmp_path: Path) -> None:
         env.update({
             "RAGPULSE_METRICS_LISTEN": f"127.0.0.1:{free_port()}",
             "RAGPULSE_OTLP_LISTEN": f"127.0.0.1:{free_port()}",
+            "RAGPULSE_OTLP_GRPC_LISTEN": f"127.0.0.1:{free_port()}",  # never the default 4317
             "RAGPULSE_JUDGE_MODEL": "openai/ragpulse-test-judge",
             "RAGPULSE_JUDGE_API_BASE": server.api_base,
             "RAGPULSE_JUDGE_API_KEY": "test-key",

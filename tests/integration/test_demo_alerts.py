@@ -152,6 +152,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoRun]:
     env.update({
         "RAGPULSE_METRICS_LISTEN": f"127.0.0.1:{metrics_port}",
         "RAGPULSE_OTLP_LISTEN": f"127.0.0.1:{free_port()}",
+        "RAGPULSE_OTLP_GRPC_LISTEN": f"127.0.0.1:{free_port()}",  # never the default 4317
     })  # fmt: skip
     log_path = workdir / "demo.log"
     log = log_path.open("wb")
