@@ -213,6 +213,9 @@ NOT_EXPORTED_HERE = (
     "offset 1w",
     "ragpulse_requests_refused_total",
     "ragpulse_intake_paused",
+    # Golden probes and the judge canary: separate runners (ragpulse probe / canary) feed them.
+    "ragpulse_probe_",
+    "ragpulse_canary_",
 )
 
 
