@@ -444,26 +444,33 @@ class ProbeTelemetry:
             ["probe_set", "reason"],
             registry=registry,
         )
-        self.canary_agreement = Gauge(
+
+
+class CanaryTelemetry:
+    """The judge canary (`ragpulse canary`, docs/probes.md): built by that command on its own
+    registry, never by the agents, so an agent exports no canary series it did not measure."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.agreement = Gauge(
             "ragpulse_canary_agreement",
             "Judge canary: agreement of the judge with the frozen human labels, per metric and "
             "statistic (auroc, balanced_accuracy), at the last run.",
             ["metric", "statistic"],
             registry=registry,
         )
-        self.canary_mean_shift = Gauge(
+        self.mean_shift = Gauge(
             "ragpulse_canary_mean_shift",
             "Judge canary: the judge's mean score on the frozen set minus the last accepted run's, "
             "per metric.",
             ["metric"],
             registry=registry,
         )
-        self.canary_moved = Gauge(
+        self.moved = Gauge(
             "ragpulse_canary_judge_moved",
             "Judge canary: 1 while the last run found the judge moved (agreement or mean outside tolerance).",
             registry=registry,
         )
-        self.canary_last_run = Gauge(
+        self.last_run = Gauge(
             "ragpulse_canary_last_run_timestamp_seconds",
             "Judge canary: Unix time the last run finished.",
             registry=registry,

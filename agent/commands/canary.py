@@ -42,13 +42,13 @@ def register(
 def _main(args: argparse.Namespace, settings: Settings) -> int:
     from prometheus_client import CollectorRegistry, push_to_gateway, start_http_server
 
-    from agent.telemetry import JudgeTelemetry, ProbeTelemetry
+    from agent.telemetry import CanaryTelemetry, JudgeTelemetry
 
     canary = settings.canary
     if not canary.items_file or not canary.labels_file:
         raise ConfigError("canary_items_file and canary_labels_file: both are needed for the canary")
     registry = CollectorRegistry()
-    telemetry, judge_telemetry = ProbeTelemetry(registry), JudgeTelemetry(registry)
+    telemetry, judge_telemetry = CanaryTelemetry(registry), JudgeTelemetry(registry)
     if args.schedule:
         host, port = settings.server.address
         start_http_server(port, host, registry=registry)

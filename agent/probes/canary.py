@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from agent.telemetry import ProbeTelemetry
+from agent.telemetry import CanaryTelemetry
 
 STATISTICS = ("auroc", "balanced_accuracy")
 
@@ -132,12 +132,12 @@ class CanaryState:
         return last
 
 
-def record(telemetry: ProbeTelemetry, run: Mapping[str, MetricRun], comparison: Comparison) -> None:
+def record(telemetry: CanaryTelemetry, run: Mapping[str, MetricRun], comparison: Comparison) -> None:
     for metric, result in run.items():
         for statistic in STATISTICS:
             value = getattr(result, statistic)
             if value is not None:
-                telemetry.canary_agreement.labels(metric, statistic).set(value)
-        telemetry.canary_mean_shift.labels(metric).set(comparison.mean_shift.get(metric, 0.0))
-    telemetry.canary_moved.set(1 if comparison.moved else 0)
-    telemetry.canary_last_run.set(time.time())
+                telemetry.agreement.labels(metric, statistic).set(value)
+        telemetry.mean_shift.labels(metric).set(comparison.mean_shift.get(metric, 0.0))
+    telemetry.moved.set(1 if comparison.moved else 0)
+    telemetry.last_run.set(time.time())

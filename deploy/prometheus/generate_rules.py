@@ -465,8 +465,7 @@ def probe_rules(p: RuleParams) -> list[dict[str, Any]]:
         },
         {
             "alert": "RagpulseJudgeCanaryStale",
-            # `> 0`: processes that never ran the canary (the agents) export the gauge at 0.
-            "expr": "time() - max by (job) (ragpulse_canary_last_run_timestamp_seconds > 0) "
+            "expr": "time() - max by (job) (ragpulse_canary_last_run_timestamp_seconds) "
             f"> {p.canary_stale_seconds}",
             "for": "0m",
             "severity": "warning",

@@ -72,6 +72,8 @@ UNFED = {
         "the canary is a command of its own (ragpulse canary), not run by the demo",
     ("ragpulse-quality.json", "Judge canary: mean shift against the accepted run", "A"):
         "the canary is a command of its own (ragpulse canary), not run by the demo",
+    ("ragpulse-quality.json", "Judge canary: mean shift against the accepted run", "B"):
+        "the canary is a command of its own (ragpulse canary), not run by the demo",
 }  # fmt: skip
 
 

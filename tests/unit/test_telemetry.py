@@ -10,7 +10,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.metrics_core import Metric
 
-from agent.telemetry import DemoTelemetry, Telemetry
+from agent.telemetry import CanaryTelemetry, DemoTelemetry, Telemetry
 
 ROOT = Path(__file__).resolve().parents[2]
 # Where a user reads what a series means: the README's "What you get" and the docs pages.
@@ -28,6 +28,7 @@ def every_instrument() -> list[Metric]:
     registry = CollectorRegistry()
     Telemetry(registry)
     DemoTelemetry(registry)
+    CanaryTelemetry(registry)
     return families(registry)
 
 
