@@ -49,6 +49,7 @@ from agent.probes.results import ProbeResults, ProbeResultsConfig
 from agent.probes.scoring import ProbeScorer, ProbeScoring
 from agent.sampling import KeepRule, RateTable, RuleSampler
 from agent.series_budget import SeriesBudget
+from agent.signals import SignalRecorder, SignalsConfig
 from agent.sources.base import Source
 from agent.sources.otlp_http import OtlpHttpSource
 from agent.telemetry import (
@@ -476,7 +477,14 @@ def build_agent(
         ),
         label_spans=ppi.observe_spans if ppi is not None else None,
         dependencies=dependencies,
-        signals=telemetry.signals,
+        signals=SignalRecorder(
+            telemetry.signals,
+            SignalsConfig(
+                overlap_per_second=settings.signals.overlap_per_second,
+                drift_batch=settings.signals.drift_batch,
+                drift=drift_config(settings),
+            ),
+        ),
         probes=build_probe_stage(settings, telemetry, redis),
     )
     source = build_source(settings, telemetry, dependencies)

@@ -489,6 +489,26 @@ class DocumentsSettings(BaseModel):
     )
 
 
+class SignalsSettings(BaseModel):
+    """Signals on every interaction, before sampling, without a judge (agent/signals.py)."""
+
+    model_config = _section("signals_")
+
+    overlap_per_second: float = Field(
+        100.0,
+        ge=0,
+        description="Interactions per second whose response-to-context word overlap is computed (about "
+        "30 us each); beyond it the first ones of each second. 0 turns the overlap signal off.",
+    )
+    drift_batch: int = Field(
+        10,
+        ge=1,
+        le=1000,
+        description="Interactions averaged into one observation of a signal's drift detector (the "
+        "drift section's baseline and window are counted in interactions all the same).",
+    )
+
+
 class AlertSettings(BaseModel):
     """Opt-in absolute thresholds of the quality alert, exported as
     ragpulse_quality_threshold{service,metric}; none by default (docs/runbooks.md)."""
@@ -753,6 +773,7 @@ SECTIONS: dict[str, type[BaseModel]] = {
     "pipeline": PipelineSettings,
     "drift": DriftSettings,
     "documents": DocumentsSettings,
+    "signals": SignalsSettings,
     "alerts": AlertSettings,
     "trust": TrustSettings,
     "security": SecuritySettings,
@@ -797,6 +818,7 @@ class Settings(BaseModel):
     pipeline: PipelineSettings = PipelineSettings()
     drift: DriftSettings = DriftSettings()
     documents: DocumentsSettings = DocumentsSettings()
+    signals: SignalsSettings = SignalsSettings()
     alerts: AlertSettings = AlertSettings()
     trust: TrustSettings = TrustSettings()
     security: SecuritySettings = SecuritySettings()

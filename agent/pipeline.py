@@ -21,6 +21,7 @@ from agent.evaluate import Evaluation, Evaluator
 from agent.exporters.base import Exporter
 from agent.exporters.prometheus import MetricsServer
 from agent.idempotency import IdempotencyStore
+from agent.infra.lockless_metrics import CounterChild
 from agent.infra.throttled_log import ThrottledLog
 from agent.infra.waiting import Dependencies
 from agent.model import MetricResult, RagInteraction, Span
@@ -30,13 +31,13 @@ from agent.otlp.decode import DecodedRequest
 from agent.probes.results import ProbeResults
 from agent.probes.scoring import ProbeScorer
 from agent.sampling import THROTTLED_REASONS, Sampler
+from agent.signals import SignalRecorder
 from agent.sources.base import Source
 from agent.telemetry import (
     AssemblyTelemetry,
     EvaluationTelemetry,
     IntakeTelemetry,
     SamplingTelemetry,
-    SignalsTelemetry,
 )
 
 log = logging.getLogger(__name__)
@@ -91,7 +92,7 @@ class Pipeline:
         gate: JudgeGate | None = None,
         label_spans: Callable[[Sequence[Span]], None] | None = None,
         dependencies: Dependencies | None = None,
-        signals: SignalsTelemetry | None = None,
+        signals: SignalRecorder | None = None,
         probes: ProbeStage | None = None,
     ) -> None:
         self._probes = probes
@@ -131,6 +132,7 @@ class Pipeline:
         self._dead_letters = ThrottledLog(log, _DEAD_LETTER_LOG_INTERVAL)
         self._export_failures = ThrottledLog(log, _DEAD_LETTER_LOG_INTERVAL)
         self._paused: str | None = None
+        self._counters: dict[tuple[str, str], tuple[CounterChild, CounterChild]] = {}
 
     # -- Intake ---------------------------------------------------------------------------------
 
@@ -195,6 +197,7 @@ class Pipeline:
         if probes is not None:
             for (probe_set, reason), count in assembly.probe_failures.items():
                 probes.results.failed(probe_set, reason, count)
+        services: set[str] = set()
         for origin, interaction in zip(assembly.origins, assembly.interactions, strict=True):
             if interaction.probe is not None and probes is not None:
                 # A probe is always scored and kept out of the production series and sampling.
@@ -203,30 +206,29 @@ class Pipeline:
                 self._ledger.add(origin)
                 continue
             labels = (interaction.service, interaction.route)
-            sampling.interactions.labels(*labels).inc()
+            counters = self._counters.get(labels)
+            if counters is None:  # bounded: labels come from the series budget
+                counters = self._counters[labels] = (
+                    sampling.interactions.labels(*labels),
+                    sampling.sampled.labels(*labels),
+                )
+            counters[0].inc()
+            services.add(interaction.service)
             if self._signals is not None:
-                self._record_signals(self._signals, interaction, labels)
-            sampling.ratio.labels(interaction.service).set(self._sampler.ratio(interaction.service))
+                self._signals.record(interaction)
             decision = self._sampler.decide(interaction)
             if decision.keep:
-                sampling.sampled.labels(*labels).inc()
+                counters[1].inc()
                 # The queue is unbounded on purpose: admission control happens per request in
                 # accepting(), so a request that was accepted is never half-enqueued.
                 self._queue.put_nowait(Job(origin, interaction))
                 self._ledger.add(origin)
             elif decision.reason in THROTTLED_REASONS:
                 sampling.rejected.inc()
+        for service in services:
+            sampling.ratio.labels(service).set(self._sampler.ratio(service))
         self._intake.queue_depth.set(self._queue.qsize())
         self._publish_watermark()
-
-    @staticmethod
-    def _record_signals(
-        signals: SignalsTelemetry, interaction: RagInteraction, labels: tuple[str, str]
-    ) -> None:
-        signals.searches.labels(*labels).observe(interaction.searches)
-        # Incremented by 0 too: a series at 0 makes rate() read "none" instead of "no data".
-        signals.empty_searches.labels(*labels).inc(interaction.empty_searches)
-        signals.tool_errors.labels(*labels).inc(interaction.tool_errors)
 
     # -- Evaluation -----------------------------------------------------------------------------
 

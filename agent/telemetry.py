@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 
+from agent.infra.lockless_metrics import LocklessCounter, LocklessHistogram
+
 # `*_created` samples double the exposition size and no dashboard uses them.
 disable_created_metrics()
 
@@ -17,6 +19,10 @@ disable_created_metrics()
 SCORE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 SEARCH_BUCKETS = (0, 1, 2, 3, 4, 6, 8, 12, 16)
+# A retriever's scale is its own: cosine similarity and distances in [0, 1] or [0, 2], BM25 above.
+RETRIEVAL_SCORE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0)
+CHUNK_BUCKETS = (0, 1, 2, 3, 5, 8, 13, 21, 50)
+SIZE_BUCKETS = (100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000)
 LOOP_LAG_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
@@ -104,14 +110,15 @@ class SamplingTelemetry:
     """The sampler's decisions and the judge budget that throttles it."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
-        self.interactions = Counter(
-            "ragpulse_interactions", "Interactions assembled.", ["service", "route"], registry=registry
+        # Counted on the intake's hot path, on the event loop only: lockless (see SignalsTelemetry).
+        self.interactions = LocklessCounter(
+            "ragpulse_interactions", "Interactions assembled.", ["service", "route"], registry
         )
-        self.sampled = Counter(
+        self.sampled = LocklessCounter(
             "ragpulse_interactions_sampled",
             "Interactions kept by the sampler for evaluation.",
             ["service", "route"],
-            registry=registry,
+            registry,
         )
         self.rejected = Counter(
             "ragpulse_interactions_rejected",
@@ -365,28 +372,105 @@ class RuntimeTelemetry:
 
 
 class SignalsTelemetry:
-    """Signals on every assembled interaction, before sampling and without a judge (pipeline)."""
+    """Signals on every assembled interaction, before sampling and without a judge (agent/signals.py).
+
+    Recorded on the intake's hot path, so the per-interaction families are lockless (one writer,
+    the event loop; agent/infra/lockless_metrics.py); each observation keeps its trace id as the
+    bucket's exemplar, as `ragpulse_score` does. The drift gauges change once per batch of
+    interactions and are ordinary gauges.
+    """
 
     def __init__(self, registry: CollectorRegistry) -> None:
-        self.searches = Histogram(
+        labels = ["service", "route"]
+        every = "every assembled interaction, before sampling"
+        self.searches = LocklessHistogram(
             "ragpulse_agent_searches",
             "Searches (retrievals and search-tool calls) that fed each answer, per service and route; "
-            "every assembled interaction, before sampling.",
-            ["service", "route"],
-            buckets=SEARCH_BUCKETS,
-            registry=registry,
+            f"{every}.",
+            labels,
+            SEARCH_BUCKETS,
+            registry,
         )
-        self.empty_searches = Counter(
+        self.empty_searches = LocklessCounter(
             "ragpulse_agent_empty_searches",
-            "Searches that returned nothing, per service and route (every assembled interaction).",
-            ["service", "route"],
+            f"Searches that returned nothing, per service and route ({every}).",
+            labels,
+            registry,
+        )
+        self.tool_errors = LocklessCounter(
+            "ragpulse_agent_tool_errors",
+            f"Tool calls that failed while an answer was prepared, per service and route ({every}).",
+            labels,
+            registry,
+        )
+        self.top_score = LocklessHistogram(
+            "ragpulse_retrieval_top_score",
+            "Score the application's retriever gave the first-ranked chunk (its own scale: similarity, "
+            f"distance or BM25), where the spans carry scores; {every}.",
+            labels,
+            RETRIEVAL_SCORE_BUCKETS,
+            registry,
+        )
+        self.mean_score = LocklessHistogram(
+            "ragpulse_retrieval_mean_score",
+            f"Mean retriever score of the chunks that carry one; {every}.",
+            labels,
+            RETRIEVAL_SCORE_BUCKETS,
+            registry,
+        )
+        self.chunks = LocklessHistogram(
+            "ragpulse_retrieved_chunks",
+            f"Chunks the answer was given; {every}.",
+            labels,
+            CHUNK_BUCKETS,
+            registry,
+        )
+        self.context_characters = LocklessHistogram(
+            "ragpulse_context_characters",
+            f"Characters of retrieved context the answer was given; {every}.",
+            labels,
+            SIZE_BUCKETS,
+            registry,
+        )
+        self.response_characters = LocklessHistogram(
+            "ragpulse_response_characters",
+            f"Characters of the response; {every} that has one.",
+            labels,
+            SIZE_BUCKETS,
+            registry,
+        )
+        self.empty_retrievals = LocklessCounter(
+            "ragpulse_empty_retrievals",
+            f"Answers whose retrieval ran and returned no chunk at all; {every}.",
+            labels,
+            registry,
+        )
+        self.refusals = LocklessCounter(
+            "ragpulse_refusals",
+            "Answers that say they do not know or cannot answer from the context (the rule in "
+            f"docs/signals.md); {every}.",
+            labels,
+            registry,
+        )
+        self.overlap = LocklessHistogram(
+            "ragpulse_response_context_overlap",
+            "Share of the response's content words found in its context; every interaction up to "
+            "signals_overlap_per_second, beyond it the first ones of each second.",
+            labels,
+            SCORE_BUCKETS,
+            registry,
+        )
+        self.drift_score = Gauge(
+            "ragpulse_signal_drift_score",
+            "Drift statistic of a signal (CUSUM over its threshold; >= 1: the CUSUM alarms), per service, "
+            "route and signal (retrieval_top_score, retrieval_hit, answered, overlap).",
+            ["service", "route", "signal"],
             registry=registry,
         )
-        self.tool_errors = Counter(
-            "ragpulse_agent_tool_errors",
-            "Tool calls that failed while an answer was prepared, per service and route (every "
-            "assembled interaction).",
-            ["service", "route"],
+        self.drift_detected = Gauge(
+            "ragpulse_signal_drift_detected",
+            "1 while a signal's drift is confirmed by the window test, per service, route and signal.",
+            ["service", "route", "signal"],
             registry=registry,
         )
 

@@ -1,0 +1,371 @@
+"""Signals on every assembled interaction, before sampling, without a judge (docs/signals.md).
+
+A changed embedding model, a broken index or a chunking change shows first, and for free, in what
+the spans already carry: the retriever's scores, how many chunks came back and how much text, the
+answers that say they do not know, and how much of an answer its context contains. Every
+interaction is measured here, also the ones the sampler leaves unjudged, so these series react at
+full traffic while judged scores wait for their share.
+
+`SignalRecorder.record` runs on the intake's hot path (the pipeline calls it for every assembled
+interaction), so it costs a few microseconds: lockless instruments held per label set, integer
+and float arithmetic only, the refusal rule on the response's opening, and the word overlap (the
+one signal that reads whole texts, ~30 µs) only up to a rate per second. Drift detectors (agent/
+drift.py, the judged scores' detector) watch four signals through means of `drift_batch`
+interactions, so one detector update is shared by a batch.
+
+The rule and the overlap are pure functions, tested on real answers (tests/unit/test_signals.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import string
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+
+from agent.drift import DriftConfig, DriftDetector, DriftState
+from agent.infra.lockless_metrics import CounterChild, ExemplarIds, HistogramChild
+from agent.model import Chunk, RagInteraction
+from agent.telemetry import SignalsTelemetry
+
+log = logging.getLogger(__name__)
+
+# -- The refusal rule -----------------------------------------------------------------------------
+
+REFUSAL_HEAD = 200
+"""Characters of a response the refusal rule reads: answers say they cannot answer up front."""
+
+REFUSAL_PHRASES = (
+    "i don't know",
+    "i do not know",
+    "i'm not sure",
+    "i am not sure",
+    "unable to answer",
+    "unable to find",
+    "unable to provide",
+    "unable to determine",
+    "cannot answer",
+    "can't answer",
+    "cannot find",
+    "can't find",
+    "could not find",
+    "couldn't find",
+    "no information",
+    "not enough information",
+    "insufficient information",
+    "do not contain",
+    "does not contain",
+    "doesn't contain",
+    "don't contain",
+    "do not mention",
+    "does not mention",
+    "doesn't mention",
+    "do not provide",
+    "does not provide",
+    "doesn't provide",
+    "is not mentioned",
+    "are not mentioned",
+    "not provided in",
+    "not specified in",
+    "not stated in",
+    "no mention of",
+    "cannot be determined",
+    "can't be determined",
+)
+"""A response refuses when its first `REFUSAL_HEAD` characters, lowercased with typographic
+apostrophes made plain, contain one of these phrases (docs/signals.md)."""
+
+# Every phrase contains one of these; most answers contain none, so the phrases are searched
+# only after one is found (the search of 35 phrases costs 9 µs, these checks well under 1 µs).
+_ANCHORS = ("know", "sure", "unable", "cannot", "can't", "find", "information", "contain", "mention",
+            "provide", "specified", "stated", "determine")  # fmt: skip
+_REFUSAL = re.compile("|".join(re.escape(phrase) for phrase in REFUSAL_PHRASES))
+
+
+def refuses(response: str) -> bool:
+    """Whether the response says it does not know or cannot answer from its context."""
+    head = response[:REFUSAL_HEAD].lower()
+    if "\u2019" in head:
+        head = head.replace("\u2019", "'")
+    for anchor in _ANCHORS:
+        if anchor in head:
+            return _REFUSAL.search(head) is not None
+    return False
+
+
+# -- Response-to-context overlap --------------------------------------------------------------------
+
+# Punctuation becomes space and the text is split on whitespace: three times faster than a word
+# regex over the same text (a Unicode `\w{4,}` scan of 4 kB takes ~80 µs, this ~30 µs).
+_PUNCTUATION = str.maketrans(dict.fromkeys(string.punctuation + "\u2018\u2019\u201c\u201d\u2013\u2014", " "))
+MIN_WORD = 4  # shorter words are mostly function words ("the", "and", "was")
+
+
+def words(text: str) -> list[str]:
+    return text.lower().translate(_PUNCTUATION).split()
+
+
+def overlap(response: str, chunks: Sequence[Chunk]) -> float | None:
+    """Share of the response's distinct content words (4+ characters, case folded, punctuation
+    removed) that occur in the chunks; None when the response has no such word or there is no
+    context."""
+    if not chunks:
+        return None
+    content = {word for word in words(response) if len(word) >= MIN_WORD}
+    if not content:
+        return None
+    context: set[str] = set()
+    for chunk in chunks:
+        context.update(words(chunk.content))
+    return len(content & context) / len(content)
+
+
+# -- The recorder -----------------------------------------------------------------------------------
+
+DRIFT_SIGNALS = ("retrieval_top_score", "retrieval_hit", "answered", "overlap")
+_TOP = 0
+_RISE = len(DRIFT_SIGNALS)  # the retriever's top score watched upward too: its scale may have changed
+
+
+@dataclass(frozen=True, slots=True)
+class SignalsConfig:
+    """Settings: signals (overlap_per_second, drift_batch) and the drift section (`drift`, in
+    interactions)."""
+
+    overlap_per_second: float = 100.0
+    drift_batch: int = 10
+    drift: DriftConfig = field(default_factory=DriftConfig)
+
+
+def batched_drift(config: DriftConfig, batch: int) -> DriftConfig:
+    """The detector's config for means of `batch` values: the same baseline and window in values,
+    and the smallest σ scaled as a mean's (σ/√batch)."""
+    return replace(
+        config,
+        baseline_size=max(10, config.baseline_size // batch),
+        baseline_horizon=max(10, config.baseline_horizon // batch),
+        window=max(5, config.window // batch),
+        min_sigma=config.min_sigma / math.sqrt(batch),
+    )
+
+
+class _Series:
+    """Everything recorded for one (service, route): its instruments' children, and its drift
+    detectors with the instruments' totals at their last observation."""
+
+    __slots__ = (
+        "alarmed",
+        "chunks",
+        "context_characters",
+        "detectors",
+        "empty_retrievals",
+        "empty_searches",
+        "labels",
+        "last",
+        "mean_score",
+        "overlap",
+        "refusals",
+        "response_characters",
+        "searches",
+        "since",
+        "tool_errors",
+        "top_score",
+    )
+
+    def __init__(self, telemetry: SignalsTelemetry, labels: tuple[str, str]) -> None:
+        self.labels = labels
+        self.searches: HistogramChild = telemetry.searches.labels(*labels)
+        self.chunks: HistogramChild = telemetry.chunks.labels(*labels)
+        self.top_score: HistogramChild = telemetry.top_score.labels(*labels)
+        self.mean_score: HistogramChild = telemetry.mean_score.labels(*labels)
+        self.context_characters: HistogramChild = telemetry.context_characters.labels(*labels)
+        self.response_characters: HistogramChild = telemetry.response_characters.labels(*labels)
+        self.overlap: HistogramChild = telemetry.overlap.labels(*labels)
+        # Counters exist (at 0) from the first interaction: rate() then reads "none", not "no data".
+        self.empty_searches: CounterChild = telemetry.empty_searches.labels(*labels)
+        self.tool_errors: CounterChild = telemetry.tool_errors.labels(*labels)
+        self.empty_retrievals: CounterChild = telemetry.empty_retrievals.labels(*labels)
+        self.refusals: CounterChild = telemetry.refusals.labels(*labels)
+        self.since = 0  # interactions since the detectors' last observation
+        self.last = _Totals()
+        self.detectors: list[DriftDetector | None] = [None] * (len(DRIFT_SIGNALS) + 1)
+        self.alarmed = [False] * len(DRIFT_SIGNALS)
+
+    def totals(self) -> _Totals:
+        top, overlap = self.top_score, self.overlap
+        return _Totals(
+            top_count=sum(top.counts),
+            top_sum=top.sum,
+            with_chunks=sum(self.context_characters.counts),
+            empty=self.empty_retrievals.value,
+            responses=sum(self.response_characters.counts),
+            refusals=self.refusals.value,
+            overlap_count=sum(overlap.counts),
+            overlap_sum=overlap.sum,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Totals:
+    """A series' instrument totals at one moment; the drift signals are read as their differences."""
+
+    top_count: int = 0
+    top_sum: float = 0.0
+    with_chunks: int = 0
+    empty: float = 0.0
+    responses: int = 0
+    refusals: float = 0.0
+    overlap_count: int = 0
+    overlap_sum: float = 0.0
+
+    def means_since(self, last: _Totals) -> list[float | None]:
+        """Each drift signal's mean over the interactions between `last` and these totals (None
+        where none of them carried the signal), in `DRIFT_SIGNALS` order."""
+        tops = self.top_count - last.top_count
+        searched = (self.with_chunks - last.with_chunks) + (self.empty - last.empty)
+        responses = self.responses - last.responses
+        overlaps = self.overlap_count - last.overlap_count
+        return [
+            (self.top_sum - last.top_sum) / tops if tops else None,
+            (self.with_chunks - last.with_chunks) / searched if searched else None,
+            1.0 - (self.refusals - last.refusals) / responses if responses else None,
+            (self.overlap_sum - last.overlap_sum) / overlaps if overlaps else None,
+        ]
+
+
+class SignalRecorder:
+    """Measures every assembled interaction (the pipeline calls `record` before sampling).
+
+    Series are per (service, route) as the assembler's labeller bounds them (the series budget), so
+    the recorder's memory is bounded by the same limit. Every `drift_batch` interactions of a
+    series, each drift signal's mean over them is one observation of its detector, read from the
+    instruments' totals: the hot path only counts.
+    """
+
+    def __init__(
+        self,
+        telemetry: SignalsTelemetry,
+        config: SignalsConfig = SignalsConfig(),
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._telemetry = telemetry
+        self._batch = config.drift_batch
+        self._drift_config = batched_drift(config.drift, config.drift_batch)
+        self._overlap_rate = config.overlap_per_second
+        self._clock = clock
+        self._overlap_second = -1
+        self._overlap_left = 0.0
+        self._series: dict[tuple[str, str], _Series] = {}
+
+    def record(self, interaction: RagInteraction) -> None:
+        labels = (interaction.service, interaction.route)
+        series = self._series.get(labels)
+        if series is None:
+            series = self._series[labels] = _Series(self._telemetry, labels)
+        exemplar: ExemplarIds = (interaction.trace_id, interaction.span_id)
+        series.searches.observe(interaction.searches, exemplar)
+        if interaction.empty_searches:
+            series.empty_searches.value += interaction.empty_searches
+        if interaction.tool_errors:
+            series.tool_errors.value += interaction.tool_errors
+
+        chunks = interaction.chunks
+        series.chunks.observe(len(chunks), exemplar)
+        if chunks:
+            characters = 0
+            scored = 0
+            total = 0.0
+            for chunk in chunks:
+                characters += len(chunk.content)
+                if chunk.score is not None:
+                    scored += 1
+                    total += chunk.score
+            series.context_characters.observe(characters, exemplar)
+            if scored and math.isfinite(total):  # a hostile span may carry NaN or infinity
+                series.mean_score.observe(total / scored, exemplar)
+                top = chunks[0].score
+                if top is not None:
+                    series.top_score.observe(top, exemplar)
+        elif interaction.searches:
+            series.empty_retrievals.value += 1
+
+        response = interaction.response
+        if response:
+            series.response_characters.observe(len(response), exemplar)
+            if refuses(response):
+                series.refusals.value += 1
+            if chunks and self._overlap_allowed():
+                share = overlap(response, chunks)
+                if share is not None:
+                    series.overlap.observe(share, exemplar)
+
+        series.since += 1
+        if series.since >= self._batch:
+            self._observe_drift(series)
+
+    def _overlap_allowed(self) -> bool:
+        """A budget refilled each second: the overlap's CPU stays bounded at any traffic."""
+        if self._overlap_rate <= 0:
+            return False
+        second = int(self._clock())
+        if second != self._overlap_second:
+            self._overlap_second = second
+            self._overlap_left = self._overlap_rate
+        if self._overlap_left < 1:
+            return False
+        self._overlap_left -= 1
+        return True
+
+    def _observe_drift(self, series: _Series) -> None:
+        totals = series.totals()
+        means = totals.means_since(series.last)
+        series.last = totals
+        series.since = 0
+        for signal, mean in enumerate(means):
+            if mean is not None:
+                self._update(series, signal, mean)
+
+    def _update(self, series: _Series, signal: int, mean: float) -> None:
+        state = self._detector(series, signal).update(mean)
+        moved = "dropped"
+        if signal == _TOP:
+            rise = self._detector(series, _RISE).update(-mean)
+            if rise.ready and (rise.detected or (rise.score > state.score and not state.detected)):
+                state, moved = rise, "rose"
+        if not state.ready:
+            return
+        name = DRIFT_SIGNALS[signal]
+        self._telemetry.drift_score.labels(*series.labels, name).set(round(state.score, 4))
+        self._telemetry.drift_detected.labels(*series.labels, name).set(1.0 if state.detected else 0.0)
+        if state.detected and not series.alarmed[signal]:
+            series.alarmed[signal] = True
+            self._log_alarm(series.labels, name, state, moved)
+        elif not state.detected and series.alarmed[signal]:
+            series.alarmed[signal] = False
+            log.info("signal drift cleared: %s (service=%s route=%s)", name, *series.labels)
+
+    def _detector(self, series: _Series, slot: int) -> DriftDetector:
+        detector = series.detectors[slot]
+        if detector is None:
+            detector = series.detectors[slot] = DriftDetector(self._drift_config)
+        return detector
+
+    @staticmethod
+    def _log_alarm(labels: tuple[str, str], name: str, state: DriftState, moved: str) -> None:
+        baseline, window = state.baseline_mean or 0.0, state.window_mean or 0.0
+        if moved == "rose":  # the mirrored detector watches the negated score
+            baseline, window = -baseline, -window
+        log.warning(
+            "signal drift: %s %s from %.3f to %.3f (service=%s route=%s, p=%.1e); see the "
+            "RagpulseSignalDrift runbook",
+            name,
+            moved,
+            baseline,
+            window,
+            labels[0],
+            labels[1],
+            state.p_value or 0.0,
+        )
