@@ -7,7 +7,7 @@ with the answer, exported over OTLP/HTTP in protobuf.
 
 The regression comes in two steps, as a broken retriever deploy would:
 1. `irrelevant_first`: passages about other topics are ranked above the right one (the answer is
-   still right): context precision and context relevancy drop.
+   still right): context precision and context relevancy drop, and so do the retriever's scores.
 2. `missing_facts`: the right passage is no longer retrieved at all and the model answers from
    memory with wrong numbers and names: faithfulness drops too.
 """
@@ -91,7 +91,10 @@ class TrafficModel:
         else:
             ranked = rng.sample(off_topic, self._top_k)
             response = fact.wrong_answer
-        scores = sorted((round(rng.uniform(0.55, 0.95), 3) for _ in ranked), reverse=True)
+        # The broken deploy's retriever also scores lower (a changed embedding model): the top
+        # score, a free signal on every interaction, drops with the judged scores.
+        low, high = (0.55, 0.95) if phase is Phase.HEALTHY else (0.40, 0.75)
+        scores = sorted((round(rng.uniform(low, high), 3) for _ in ranked), reverse=True)
         chunks = tuple(
             RetrievedChunk(f.id, f.passage, score) for f, score in zip(ranked, scores, strict=True)
         )

@@ -514,11 +514,11 @@ def _assemble(trace_id: str, trace: _Trace, labeller: Labeller) -> tuple[list[Ra
         if call.span_id in wrappers:
             continue
         context = _context(call, contexts)
-        if context is None or not context.parts.chunks:  # type: ignore[union-attr]
+        if context is None or not (context.parts.chunks or context.parts.empty):  # type: ignore[union-attr]
             continue  # no retrieval before it, or one whose text the spans do not carry
         ancestors = lineage[call.span_id]
         query_source = next((a for a in reversed(ancestors) if _asks(a)), None)
-        assert call.parts is not None and context.parts is not None and context.parts.chunks
+        assert call.parts is not None and context.parts is not None and context.parts.chunks is not None
         query = (query_source.parts.query if query_source and query_source.parts else None) or (
             context.parts.query or call.parts.query
         )
@@ -631,6 +631,6 @@ def _interaction(
         sub_queries=agent.sub_queries if agent else (),
         earlier_turns=agent.earlier_turns if agent else (),
         searches=agent.searches if agent else 1,
-        empty_searches=agent.empty_searches if agent else 0,
+        empty_searches=agent.empty_searches if agent else (0 if chunks else 1),
         tool_errors=agent.tool_errors if agent else 0,
     )

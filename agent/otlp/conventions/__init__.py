@@ -92,6 +92,9 @@ class SpanParts(NamedTuple):
     failed: bool = False
     call_id: str | None = None
     searches: int | None = None
+    # RETRIEVER: the retrieval ran and returned no document (`chunks` is then empty too); an
+    # empty retrieval is an interaction with no context, not a span without RAG content.
+    empty: bool = False
 
     @property
     def is_complete(self) -> bool:

@@ -77,6 +77,11 @@ _KEYS = {
 }
 
 
+def _has_documents(attributes: Mapping[str, AttributeValue]) -> bool:
+    """Whether the span lists a first retrieved document in any form (text, id, score or metadata)."""
+    return any(key in attributes for key in _KEYS[_RETRIEVED][0])
+
+
 def _documents(attributes: Mapping[str, AttributeValue], prefix: str) -> tuple[Chunk, ...] | None:
     """Documents `<prefix>.<N>.document.*` in index order; None when the span lists none."""
     chunks: list[Chunk] = []
@@ -234,11 +239,15 @@ class OpenInference:
                 session_id=session_id,
                 user_id=user_id,
             )
+        chunks = _documents(attributes, _RETRIEVED)
+        # A RETRIEVER span without documents is a search that found nothing.
+        empty = role is Role.RETRIEVER and chunks is None and not _has_documents(attributes)
         return SpanParts(
             role,
             query=_value(attributes, "input", _QUERY_KEYS),
-            chunks=_documents(attributes, _RETRIEVED),
+            chunks=() if empty else chunks,
             response=_value(attributes, "output", _RESPONSE_KEYS) if role is Role.CHAIN else None,
             session_id=session_id,
             user_id=user_id,
+            empty=empty,
         )
