@@ -5,7 +5,8 @@ The JSON files beside this script are generated from it and committed; never edi
     python dashboards/build.py          # rewrite dashboards/*.json
     python dashboards/build.py --check  # exit 1 if they differ (a test does this)
 
-Three dashboards: quality (score means against their alert thresholds, score distribution, drift),
+Three dashboards: quality (score means against their alert thresholds, score distribution, drift,
+and the retrieval signals measured on every interaction without a judge),
 judges (calls, latency, errors, cache, tokens, cost) and pipeline (spans in, sampling, lag, dead
 letters, queue, oldest unfinished). The datasource, service, route and metric are template
 variables. Panels read the recording rules of deploy/prometheus/rules/ragpulse.rules.yml where one
@@ -39,6 +40,7 @@ QUALITY_ALERTS = (
     "RagpulseQualityBelowBaseline|RagpulseQualityBelowThreshold|RagpulseQualityDrift"
     "|RagpulseQualityWeekOverWeekDrop"
 )
+SIGNAL_ALERTS = "RagpulseSignalDrift|RagpulseEmptyRetrievals|RagpulseRefusalsRising"
 
 
 def query(expr: str, legend: str = "__auto", ref: str = "A") -> prom.Dataquery:
@@ -114,6 +116,173 @@ def _stat(title: str, unit: str, expr: str, description: str = "") -> stat.Panel
     )
 
 
+def _dashed() -> list[dash_model.DynamicConfigValue]:
+    """Field overrides that draw a series as a dashed red line (a threshold, an alert level)."""
+    return [
+        dash_model.DynamicConfigValue(id_val="color", value={"mode": "fixed", "fixedColor": "red"}),
+        dash_model.DynamicConfigValue(id_val="custom.lineStyle", value={"fill": "dash", "dash": [10, 10]}),
+        dash_model.DynamicConfigValue(id_val="custom.fillBelowTo", value=""),
+        dash_model.DynamicConfigValue(id_val="custom.fillOpacity", value=0),
+    ]
+
+
+def _route_mean(family: str) -> str:
+    """rate(sum) / rate(count) of a per-interaction histogram, pooled across replicas."""
+    return (
+        f"sum by (service, route) (rate({family}_sum{{{ROUTE_FILTER}}}[$__rate_interval]))\n"
+        f"/ sum by (service, route) (rate({family}_count{{{ROUTE_FILTER}}}[$__rate_interval]))"
+    )
+
+
+def _route_quantile(q: float, family: str) -> str:
+    return (
+        f"histogram_quantile({q}, sum by (le, service, route) "
+        f"(rate({family}_bucket{{{ROUTE_FILTER}}}[$__rate_interval])))"
+    )
+
+
+def _share_panel(title: str, family: str, floor: float, description: str) -> timeseries.Panel:
+    """A share of interactions (recording rule, 10m) against the level its alert fires above."""
+    share = f"service_route:{family}:ratio_rate"
+    return (
+        _series(
+            title,
+            "percentunit",
+            query(f"{share}10m{{{ROUTE_FILTER}}}", "{{service}} {{route}}"),
+            query(
+                f"clamp_min(3 * {share}1d{{{ROUTE_FILTER}}} offset 10m, {floor})",
+                "{{service}} {{route}} alert level",
+                "B",
+            ),
+            description=description,
+        )
+        .min(0)
+        .override_by_regexp(".* alert level$", _dashed())
+    )
+
+
+SIGNALS_ROW = "Retrieval signals (every interaction, no judge)"
+
+
+def signal_panels() -> list[Any]:
+    """Panels of the signals measured on every interaction, before sampling, without a judge."""
+    where = "{{service}} {{route}}"
+    retrieval_means = _series(
+        "Retrieval score: top-1 and mean of the chunks",
+        "none",
+        query(_route_mean("ragpulse_retrieval_top_score"), f"{where} top-1"),
+        query(_route_mean("ragpulse_retrieval_mean_score"), f"{where} mean of chunks", "B"),
+        description="The score the app's retriever gave its first chunk, and the mean over the chunks "
+        "that carry one, averaged per interaction (rate(sum)/rate(count)); only interactions whose "
+        "spans carry scores. The scale is the retriever's (similarity, distance or BM25): read a "
+        "step, either way, not a level. A changed embedding model or index moves it first.",
+    )
+    top_quantiles = _series(
+        "Top-1 retrieval score p10 / p50 / p90, and the traces behind it",
+        "none",
+        query(_route_quantile(0.5, "ragpulse_retrieval_top_score"), f"p50 {where}").exemplar(True),
+        query(_route_quantile(0.1, "ragpulse_retrieval_top_score"), f"p10 {where}", "B"),
+        query(_route_quantile(0.9, "ragpulse_retrieval_top_score"), f"p90 {where}", "C"),
+        description="Quantiles of the top-1 score from the histogram (buckets 0.1 to 1 by 0.1, then "
+        "2, 5, 10, 20, 50); the dots are exemplars: the trace id of an interaction in each bucket.",
+    )
+    chunks = _series(
+        "Chunks given to the answer",
+        "short",
+        query(_route_mean("ragpulse_retrieved_chunks"), f"{where} mean"),
+        query(_route_quantile(0.1, "ragpulse_retrieved_chunks"), f"{where} p10", "B").exemplar(True),
+        description="Chunks retrieved per interaction: a fall means a top-k, filter or index change.",
+    ).min(0)
+    sizes = _series(
+        "Context and response size (characters), p50 / p90",
+        "short",
+        query(_route_quantile(0.5, "ragpulse_context_characters"), f"context p50 {where}").exemplar(True),
+        query(_route_quantile(0.9, "ragpulse_context_characters"), f"context p90 {where}", "B"),
+        query(_route_quantile(0.5, "ragpulse_response_characters"), f"response p50 {where}", "C"),
+        query(_route_quantile(0.9, "ragpulse_response_characters"), f"response p90 {where}", "D"),
+        description="A chunking change moves the context size; a prompt or model change the response size.",
+    ).min(0)
+    empty = _share_panel(
+        "Empty retrievals (share of interactions, 10m)",
+        "ragpulse_empty_retrievals",
+        0.05,
+        "Interactions whose retrieval returned no chunk at all: never scored by a judge, so only "
+        "this sees them. Dashed: the level RagpulseEmptyRetrievals fires above (3 times the share "
+        "over the day before, at least 5%).",
+    )
+    refusals = _share_panel(
+        "Refusals (share of interactions, 10m)",
+        "ragpulse_refusals",
+        0.1,
+        "Answers that say they do not know or cannot answer from the context (docs/metrics.md). "
+        "Dashed: the level RagpulseRefusalsRising fires above (3 times the share over the day "
+        "before, at least 10%).",
+    )
+    overlap = (
+        _series(
+            "Answer-context overlap",
+            "percentunit",
+            query(_route_mean("ragpulse_response_context_overlap"), f"{where} mean"),
+            query(_route_quantile(0.1, "ragpulse_response_context_overlap"), f"{where} p10", "B").exemplar(
+                True
+            ),
+            description="Share of the response's content words found in the context (above a CPU "
+            "cap per second, on a uniform share of interactions). A fall means answers leave the "
+            "context; the p10 exemplars lead to the traces of the least grounded answers.",
+        )
+        .min(0)
+        .max(1)
+    )
+    drift_state = (
+        statetimeline.Panel()
+        .title("Signal drift detected")
+        .description(
+            "1 while the agent's drift detector (the one on the judged scores) confirms a shift of a "
+            "signal: retrieval_top_score (either way), retrieval_hit, answered, overlap (drops)."
+        )
+        .height(8)
+        .span(12)
+        .datasource(DATASOURCE)
+        .with_target(
+            query(
+                f"max by (service, route, signal) (ragpulse_signal_drift_detected{{{ROUTE_FILTER}}})",
+                "{{service}} {{route}} {{signal}}",
+            )
+        )
+        .mappings(
+            [
+                dash_model.ValueMap(
+                    options={
+                        "0": dash_model.ValueMappingResult(text="stable", color="green"),
+                        "1": dash_model.ValueMappingResult(text="drift", color="red"),
+                    }
+                )
+            ]
+        )
+    )
+    drift_score = _series(
+        "Signal drift evidence (CUSUM over its threshold)",
+        "none",
+        query(
+            f"max by (service, route, signal) (ragpulse_signal_drift_score{{{ROUTE_FILTER}}})",
+            "{{service}} {{route}} {{signal}}",
+        ),
+        description="0 while a signal sits at its baseline; 1 at the alarm threshold. "
+        "RagpulseSignalDrift fires when a confirmed shift holds for 5m.",
+    ).min(0)
+    return [
+        drift_state,
+        drift_score,
+        retrieval_means,
+        top_quantiles,
+        empty,
+        refusals,
+        chunks,
+        sizes,
+        overlap.span(24),
+    ]
+
+
 def quality() -> dash.Dashboard:
     mean = (
         _series(
@@ -140,17 +309,7 @@ def quality() -> dash.Dashboard:
         .repeat("metric")
         .repeat_direction("h")
         .max_per_row(2)
-        .override_by_regexp(
-            ".* threshold$",
-            [
-                dash_model.DynamicConfigValue(id_val="color", value={"mode": "fixed", "fixedColor": "red"}),
-                dash_model.DynamicConfigValue(
-                    id_val="custom.lineStyle", value={"fill": "dash", "dash": [10, 10]}
-                ),
-                dash_model.DynamicConfigValue(id_val="custom.fillBelowTo", value=""),
-                dash_model.DynamicConfigValue(id_val="custom.fillOpacity", value=0),
-            ],
-        )
+        .override_by_regexp(".* threshold$", _dashed())
     )
     week = (
         _series(
@@ -287,7 +446,10 @@ def quality() -> dash.Dashboard:
         .datasource(DATASOURCE)
         .enable(True)
         .icon_color("red")
-        .expr(f'ALERTS{{alertname=~"{QUALITY_ALERTS}",alertstate="firing",{SCORE_FILTER}}}')
+        .expr(
+            f'ALERTS{{alertname=~"{QUALITY_ALERTS}",alertstate="firing",{SCORE_FILTER}}}\n'
+            f'or ALERTS{{alertname=~"{SIGNAL_ALERTS}",alertstate="firing",{ROUTE_FILTER}}}'
+        )
     )
     # Golden probes and the judge canary (docs/probes.md): series apart from production's.
     probe_scores = _series(
@@ -323,12 +485,13 @@ def quality() -> dash.Dashboard:
         query("ragpulse_canary_judge_moved", legend="judge moved", ref="B"),
         description="A judge that moves here while the probes stay put changed by itself.",
     )
-    return (
+    board = (
         _base(
             "ragpulse-quality",
             "ragpulse / Quality",
             "Retrieval and answer quality per service, route and metric: means against their alert "
-            "thresholds, score distribution, drift.",
+            "thresholds, score distribution, drift, and the retrieval signals measured on every "
+            "interaction without a judge.",
             quality=True,
         )
         .annotation(alert_annotation)
@@ -340,7 +503,12 @@ def quality() -> dash.Dashboard:
         .with_panel(week)
         .with_panel(distribution)
         .with_panel(traces)
-        .with_row(dash.Row("Documents"))
+        .with_row(dash.Row(SIGNALS_ROW))
+    )
+    for panel in signal_panels():
+        board = board.with_panel(panel)
+    return (
+        board.with_row(dash.Row("Documents"))
         .with_panel(documents)
         .with_row(dash.Row("Volume"))
         .with_panel(volume)

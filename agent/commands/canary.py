@@ -3,7 +3,8 @@
 The configured judge scores the frozen items again without the verdict cache; agreement with the
 human labels and the mean shift against the last accepted run are exported as
 ragpulse_canary_* gauges (served with --schedule, pushed with --pushgateway) and kept in
-canary_state_file. Exit status 3 when the judge moved (a CronJob shows it).
+canary_state_file. Exit status 3 when the judge moved, 1 when the judge failed on a labelled item
+(the run is incomplete: nothing saved or pushed); a CronJob shows both.
 """
 
 from __future__ import annotations
@@ -11,13 +12,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from agent.config import ConfigError, Settings
+from agent.probes.canary import Comparison, MetricRun, record
 
-MOVED = 3
+# Exit statuses: a CronJob shows a moved judge, and a run the judge could not finish, as failed.
+OK, INCOMPLETE, MOVED = 0, 1, 3
 
 
 def register(
@@ -39,6 +43,15 @@ def register(
     parser.set_defaults(handler=_main)
 
 
+@dataclass(frozen=True)
+class CanaryRun:
+    """What one run found: the exit status, and for a complete run its gauges' inputs."""
+
+    status: int  # OK, MOVED or INCOMPLETE
+    runs: Mapping[str, MetricRun] = field(default_factory=dict)
+    comparison: Comparison | None = None  # None when the run was incomplete
+
+
 def _main(args: argparse.Namespace, settings: Settings) -> int:
     from prometheus_client import CollectorRegistry, push_to_gateway, start_http_server
 
@@ -48,27 +61,38 @@ def _main(args: argparse.Namespace, settings: Settings) -> int:
     if not canary.items_file or not canary.labels_file:
         raise ConfigError("canary_items_file and canary_labels_file: both are needed for the canary")
     registry = CollectorRegistry()
-    telemetry, judge_telemetry = CanaryTelemetry(registry), JudgeTelemetry(registry)
+    judge_telemetry = JudgeTelemetry(registry)
+    telemetry: CanaryTelemetry | None = None
     if args.schedule:
         host, port = settings.server.address
         start_http_server(port, host, registry=registry)
     while True:
         started = time.monotonic()
-        moved = run_once(settings, telemetry, judge_telemetry, accept=args.accept)
-        if args.pushgateway:
-            push_to_gateway(args.pushgateway, job="ragpulse-canary", registry=registry)
+        result = run_once(settings, judge_telemetry, accept=args.accept)
+        if result.comparison is not None:
+            if telemetry is None:
+                # Made at the first complete run: before it the gauges would read 0, a last run
+                # at the epoch, which RagpulseJudgeCanaryStale would take for a canary days late.
+                telemetry = CanaryTelemetry(registry)
+            record(telemetry, result.runs, result.comparison, accepted=args.accept)
+            # An incomplete run pushes nothing: a push replaces the job's series at the gateway,
+            # and the last complete run's timestamp must stay there for the stale alert.
+            if args.pushgateway:
+                push_to_gateway(args.pushgateway, job="ragpulse-canary", registry=registry)
         if not args.schedule:
-            return MOVED if moved else 0
+            return result.status
         time.sleep(max(0.0, canary.interval_seconds - (time.monotonic() - started)))
 
 
-def run_once(settings: Settings, telemetry: Any, judge_telemetry: Any, *, accept: bool = False) -> bool:
-    """One canary run; True when the judge moved (and the run was not accepted)."""
+def run_once(settings: Settings, judge_telemetry: Any, *, accept: bool = False) -> CanaryRun:
+    """One canary run, printed and kept in canary_state_file when complete. A judge error on any
+    labelled item makes it incomplete: nothing is compared or saved (a mean over fewer items, or
+    none, is no measure of the judge), and the run exits INCOMPLETE."""
     from agent.build import build_judge
     from agent.metrics import METRICS
     from agent.offline.evaluate import OfflineEvaluator
     from agent.offline.records import read_items
-    from agent.probes.canary import CanaryConfig, CanaryState, compare, metric_run, record
+    from agent.probes.canary import CanaryConfig, CanaryState, compare, metric_run
     from agent.trust.labels import read_label_file
 
     canary = settings.canary
@@ -84,17 +108,30 @@ def run_once(settings: Settings, telemetry: Any, judge_telemetry: Any, *, accept
     evaluator = OfflineEvaluator(judge, metrics)
     results = asyncio.run(_score(evaluator, items))
     scores = {(r.item.id, metric): v for r in results for metric, v in r.scores.items() if v is not None}
+    errors = {(r.item.id, metric) for r in results for metric in r.errors}
+    failed = [label for label in labels if (label.interaction_id, label.metric) in errors]
+    if failed:
+        print(
+            f"canary run incomplete: the judge failed on {len(failed)} of {len(labels)} labelled "
+            f"item(s) (first: {failed[0].interaction_id} {failed[0].metric}); nothing compared or saved",
+            flush=True,
+        )
+        return CanaryRun(INCOMPLETE)
     run = {}
     for metric in metrics:
         pairs = [(label.value, scores[(label.interaction_id, metric)]) for label in labels
                  if label.metric == metric and (label.interaction_id, metric) in scores]  # fmt: skip
         if pairs:
             run[metric] = metric_run(metric, [p[0] for p in pairs], [p[1] for p in pairs])
+    if not run:
+        raise ConfigError(
+            "canary_labels_file: no labelled item was scored; do the labels' ids name items of "
+            "canary_items_file, with the inputs their metric needs?"
+        )
     state = CanaryState(Path(canary.state_file))
     accepted, _ = state.accepted()
     comparison = compare(run, accepted, CanaryConfig(canary.max_mean_shift, canary.max_agreement_drop))
     last = state.save(run, comparison, accept=accept, judge=settings.judge.model)
-    record(telemetry, run, comparison)
     for metric, result in run.items():
         print(
             f"canary {metric}: mean {result.mean:.3f} (shift {comparison.mean_shift.get(metric, 0.0):+.3f}), "
@@ -112,8 +149,8 @@ def run_once(settings: Settings, telemetry: Any, judge_telemetry: Any, *, accept
         print(
             f"drift alarms since {when} (the last accepted run) may be the judge's, not the app's", flush=True
         )
-        return True
-    return False
+        return CanaryRun(MOVED, run, comparison)
+    return CanaryRun(OK, run, comparison)
 
 
 async def _score(evaluator: Any, items: list[Any]) -> list[Any]:

@@ -132,12 +132,19 @@ class CanaryState:
         return last
 
 
-def record(telemetry: CanaryTelemetry, run: Mapping[str, MetricRun], comparison: Comparison) -> None:
+def record(
+    telemetry: CanaryTelemetry,
+    run: Mapping[str, MetricRun],
+    comparison: Comparison,
+    *,
+    accepted: bool = False,
+) -> None:
+    """The run's gauges. An accepted run is the new reference: the judge has not moved from it."""
     for metric, result in run.items():
         for statistic in STATISTICS:
             value = getattr(result, statistic)
             if value is not None:
                 telemetry.agreement.labels(metric, statistic).set(value)
         telemetry.mean_shift.labels(metric).set(comparison.mean_shift.get(metric, 0.0))
-    telemetry.moved.set(1 if comparison.moved else 0)
+    telemetry.moved.set(1 if comparison.moved and not accepted else 0)
     telemetry.last_run.set(time.time())

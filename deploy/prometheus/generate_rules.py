@@ -21,6 +21,11 @@ other knobs are `RuleParams`, settable with `--set name=value`. Tests generate a
 Scores are averaged as rate(sum) / rate(count) of the `ragpulse_score` histogram summed across
 replicas, never as an average of per-replica averages (which would weight a quiet replica like a
 busy one).
+
+The signals measured on every interaction without a judge (docs/metrics.md) follow the same
+policy: `RagpulseSignalDrift` is the agent's drift detector on them, and the shares of empty
+retrievals and of refusals alert relative to the same route's share over the day before
+(`RagpulseEmptyRetrievals`, `RagpulseRefusalsRising`), never on an absolute level alone.
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ K8S_RULE_FILE = ROOT / "deploy/k8s/prometheusrule.yaml"
 DEFAULT_THRESHOLDS: dict[str, float] = {}
 
 SCORE_KEY = "service, route, metric"
+ROUTE_KEY = "service, route"
 
 
 @dataclass(frozen=True)
@@ -97,6 +103,22 @@ class RuleParams:
     probe_silent_for: str = "15m"
     # The judge canary (daily by default): stale when no run finished for this long.
     canary_stale_seconds: int = 2 * 86400
+    # Signals on every interaction, no judge (docs/runbooks.md, "Signals"). The share of empty
+    # retrievals (and of refusals) over `signal_recent` alerts when it is above `signal_rise`
+    # times the same route's share over the `signal_history` before it and above its floor, on at
+    # least signal_min_interactions_recent and signal_min_interactions_history interactions: at
+    # the minimum of 200, the case closest to noise (a usual share of floor/rise) is 3.7 standard
+    # errors for the 5% floor, 5.2 for the 10% one, and `for:` asks it of two disjoint windows.
+    signal_recent: str = "10m"
+    signal_history: str = "1d"
+    signal_rise: float = 3.0
+    signal_min_interactions_recent: int = 200
+    signal_min_interactions_history: int = 2000
+    empty_retrievals_floor: float = 0.05
+    empty_retrievals_for: str = "15m"
+    refusals_floor: float = 0.10
+    refusals_for: str = "15m"
+    signal_drift_for: str = "5m"
     # Tests only: replaces every `for:` so a real Prometheus fires the same rules in seconds.
     for_override: str | None = None
 
@@ -477,6 +499,144 @@ def probe_rules(p: RuleParams) -> list[dict[str, Any]]:
     return [_alert(p, spec) for spec in alerts]
 
 
+# What a shift of each signal usually means, quoted by RagpulseSignalDrift (docs/runbooks.md).
+SIGNAL_MEANINGS = {
+    "retrieval_top_score": "the score the retriever gives its first chunk moved (either way): usually a "
+    "changed embedding model, a rebuilt or swapped index, or a retriever scoring on a new scale",
+    "retrieval_hit": "fewer retrievals return any chunk: usually an empty or broken index, or a filter "
+    "that matches too little",
+    "answered": "the app answers less often and refuses more: usually retrieval no longer finds what "
+    "answers the questions, or the prompt or model changed",
+    "overlap": "answers share fewer words with their context: the generator leaves the context (a "
+    "prompt or model change, a truncated context, or chunks that no longer hold the answer)",
+}
+
+
+def _route_value(series: str, show: str, offset: str = "") -> str:
+    """A template that quotes `series` of the alert's service and route, shown by `show`."""
+    at = f" offset {offset}" if offset else ""
+    return (
+        f'{{{{ with printf "{series}{{service=%q,route=%q}}{at}" $labels.service $labels.route | query }}}}'
+        f"{{{{ . | first | value | {show} }}}}{{{{ end }}}}"
+    )
+
+
+def _share(counter: str, window: str) -> dict[str, str]:
+    """The share of interactions a counter of the signals counts, pooled across replicas."""
+    name = counter.removesuffix("_total")
+    return {
+        "record": f"service_route:{name}:ratio_rate{window}",
+        "expr": f"sum by ({ROUTE_KEY}) (rate({counter}[{window}]))\n/\n"
+        f"sum by ({ROUTE_KEY}) (rate(ragpulse_interactions_total[{window}]))",
+    }
+
+
+def signal_recording_rules(p: RuleParams) -> list[dict[str, str]]:
+    windows = (p.signal_recent, p.signal_history)
+    return [
+        *(
+            {
+                "record": f"service_route:ragpulse_interactions:increase{window}",
+                "expr": f"sum by ({ROUTE_KEY}) (increase(ragpulse_interactions_total[{window}]))",
+            }
+            for window in windows
+        ),
+        *(
+            _share(counter, window)
+            for counter in ("ragpulse_empty_retrievals_total", "ragpulse_refusals_total")
+            for window in windows
+        ),
+    ]
+
+
+def _share_rising(
+    p: RuleParams,
+    *,
+    alert: str,
+    counter: str,
+    floor: float,
+    for_: str,
+    severity: str,
+    summary: str,
+    what: str,
+) -> dict[str, Any]:
+    """The share of interactions that `counter` counts, well above the same route's share over the
+    day before (so healthy traffic never alerts, whatever its usual level) and above a floor."""
+    recent, history = p.signal_recent, p.signal_history
+    share = f"service_route:{counter.removesuffix('_total')}:ratio_rate"
+    count = "service_route:ragpulse_interactions:increase"
+    where = "{{ $labels.service }} {{ $labels.route }}"
+    baseline = _route_value(share + history, "humanizePercentage", offset=recent)
+    interactions = _route_value(count + recent, 'printf "%.0f"')
+    return {
+        "alert": alert,
+        # A baseline of 0 (no such interaction the day before) leaves the floor to decide.
+        "expr": f"{share}{recent}\n"
+        f"  > on ({ROUTE_KEY}) {p.signal_rise:g} * {share}{history} offset {recent}\n"
+        f"and on ({ROUTE_KEY})\n  {share}{recent} > {floor:g}\n"
+        f"and on ({ROUTE_KEY})\n  {count}{recent} >= {p.signal_min_interactions_recent}\n"
+        f"and on ({ROUTE_KEY})\n  {count}{history} offset {recent} >= {p.signal_min_interactions_history}",
+        "for": for_,
+        "severity": severity,
+        "summary": f"{summary} on {where}",
+        "description": f"{{{{ $value | humanizePercentage }}}} of the interactions of {where} {what} over "
+        f"the last {recent}, against {baseline} over the {history} before, on {interactions} "
+        f"interactions (alerting above {p.signal_rise:g} times the share of the {history} before "
+        f"and above {floor:.0%}, for {for_}).",
+    }
+
+
+def signal_alert_rules(p: RuleParams) -> list[dict[str, Any]]:
+    """Alerts on the signals measured on every interaction, before sampling, without a judge
+    (docs/metrics.md): they see a retrieval regression sooner than sampled, judged scores do, and
+    see what judged scores cannot (an empty retrieval or a refusal is never scored)."""
+    signal = "{{ $labels.signal }} of {{ $labels.service }} {{ $labels.route }}"
+    meaning = "".join(
+        f'{{{{ {"if" if i == 0 else "else if"} eq $labels.signal "{name}" }}}}{text}'
+        for i, (name, text) in enumerate(SIGNAL_MEANINGS.items())
+    )
+    meaning += "{{ else }}see the runbook{{ end }}"
+    evidence = (
+        '{{ with printf "max(ragpulse_signal_drift_score{service=%q,route=%q,signal=%q})" '
+        "$labels.service $labels.route $labels.signal | query }}"
+        '{{ . | first | value | printf "%.2f" }}{{ end }}'
+    )
+    alerts = [
+        {
+            "alert": "RagpulseSignalDrift",
+            "expr": f"max by ({ROUTE_KEY}, signal) (ragpulse_signal_drift_detected) == 1",
+            "for": p.signal_drift_for,
+            "severity": "warning",
+            "summary": f"{signal} shifted from its baseline",
+            "description": "The agent's drift detector (CUSUM confirmed by a window test) flags a shift "
+            f"of {signal}, measured on every interaction without a judge: {meaning}. Evidence "
+            f"{evidence} (1 at the alarm threshold).",
+        },
+        _share_rising(
+            p,
+            alert="RagpulseEmptyRetrievals",
+            counter="ragpulse_empty_retrievals_total",
+            floor=p.empty_retrievals_floor,
+            for_=p.empty_retrievals_for,
+            # An empty retrieval is never scored (the judged metrics skip it): nothing else pages.
+            severity="critical",
+            summary="Empty retrievals are rising",
+            what="had an empty retrieval",
+        ),
+        _share_rising(
+            p,
+            alert="RagpulseRefusalsRising",
+            counter="ragpulse_refusals_total",
+            floor=p.refusals_floor,
+            for_=p.refusals_for,
+            severity="warning",
+            summary="Refusals are rising",
+            what="were answered with a refusal",
+        ),
+    ]
+    return [_alert(p, spec) for spec in alerts]
+
+
 def rule_groups(p: RuleParams | None = None) -> list[dict[str, Any]]:
     p = p or RuleParams()
     # One group: rules of a group run in order at the same timestamp, so every alert reads the
@@ -485,6 +645,7 @@ def rule_groups(p: RuleParams | None = None) -> list[dict[str, Any]]:
         {"name": "ragpulse", "rules": [*recording_rules(p), *alert_rules(p)]},
         {"name": "ragpulse-trust", "rules": trust_rules(p)},
         {"name": "ragpulse-probes", "rules": probe_rules(p)},
+        {"name": "ragpulse-signals", "rules": [*signal_recording_rules(p), *signal_alert_rules(p)]},
     ]
 
 

@@ -7,14 +7,17 @@ description and runbook link of each alert that fires.
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.support.alerting import missing_binaries
+from tests.support.alerting import ALERTMANAGER, Server, missing_binaries
+from tests.support.net import http_get, http_post
 from tests.support.repo import ROOT, load_module
 
 RULES = ROOT / "deploy/prometheus/rules"
@@ -39,7 +42,7 @@ def test_rules_are_valid() -> None:
 
 def test_promtool_unit_tests_pass() -> None:
     files = sorted(p.name for p in RULES.glob("*.test.yml"))
-    assert len(files) == 4  # baseline and thresholds, week over week, trust, probes
+    assert len(files) == 5  # baseline and thresholds, week over week, trust, probes, signals
     result = promtool("test", "rules", *files)
     assert result.returncode == 0, result.stdout + result.stderr
 
@@ -66,6 +69,46 @@ def test_promtool_unit_tests_fail_on_a_baseline_rule_without_its_minimum_counts(
     failures = result.stdout + result.stderr
     assert 'alertname="RagpulseQualityBelowBaseline", metric="faithfulness", route="/new"' in failures
     assert 'alertname="RagpulseQualityBelowBaseline", metric="faithfulness", route="/rare"' in failures
+
+
+@pytest.mark.parametrize(
+    ("params", "fired"),
+    [
+        # A trickle (/rare) and a route whose baseline is too thin (/new) page without the minimums.
+        (
+            {"signal_min_interactions_recent": 1, "signal_min_interactions_history": 1},
+            [("RagpulseEmptyRetrievals", "/rare"), ("RagpulseRefusalsRising", "/rare"),
+             ("RagpulseEmptyRetrievals", "/new")],
+        ),
+        # Four times a small share (/floor) pages without the floors.
+        (
+            {"empty_retrievals_floor": 0.0, "refusals_floor": 0.0},
+            [("RagpulseEmptyRetrievals", "/floor"), ("RagpulseRefusalsRising", "/floor")],
+        ),
+        # A route at its usual level above the floors (/steady), or a little above it (/mild), pages
+        # on an absolute level alone.
+        (
+            {"signal_rise": 1.0},
+            [("RagpulseEmptyRetrievals", "/steady"), ("RagpulseEmptyRetrievals", "/mild"),
+             ("RagpulseRefusalsRising", "/mild")],
+        ),
+        # A 3-minute outage of retrieval pages once `for:` no longer outlasts the 10m window.
+        ({"empty_retrievals_for": "10m"}, [("RagpulseEmptyRetrievals", "/blip")]),
+    ],
+)  # fmt: skip
+def test_promtool_unit_tests_fail_on_signal_rules_without_their_guards(
+    tmp_path: Path, params: dict[str, object], fired: list[tuple[str, str]]
+) -> None:
+    """The signal share alerts stay quiet on healthy and thin traffic only because of their
+    minimum counts, floors, rise over the day before and `for:`: without each, a quiet case fires."""
+    module = load_module("deploy/prometheus/generate_rules.py")
+    (tmp_path / "ragpulse.rules.yml").write_text(module.render_rules(module.RuleParams(**params)))
+    shutil.copy(RULES / "ragpulse.signals.test.yml", tmp_path)
+    result = promtool("test", "rules", "ragpulse.signals.test.yml", cwd=tmp_path)
+    assert result.returncode != 0
+    failures = result.stdout + result.stderr
+    for alert, route in fired:
+        assert f'alertname="{alert}", route="{route}"' in failures, (alert, route, failures[-3000:])
 
 
 def test_prometheus_configuration_is_valid(tmp_path: Path) -> None:
@@ -101,3 +144,57 @@ def test_every_alert_is_routed_by_its_severity(severity: str, receiver: str) -> 
             "config", "routes", "test", config, f"alertname={alert['alert']}", f"severity={severity}"
         )
         assert result.stdout.strip() == receiver, (alert["alert"], result.stdout, result.stderr)
+
+
+def test_one_fault_alerts_once_through_the_inhibit_rules(tmp_path: Path) -> None:
+    """The committed Alertmanager configuration in a real Alertmanager: a series below its baseline
+    mutes its drift alert; empty retrievals and refusals mute the drift of their own signal on the
+    same route, and nothing else."""
+    if missing_binaries(ALERTMANAGER):
+        pytest.skip(missing_binaries(ALERTMANAGER) or "")
+    shutil.copy(ROOT / "deploy/alertmanager/alertmanager.yml", tmp_path)
+    server = Server(
+        shutil.which(ALERTMANAGER) or ALERTMANAGER,
+        ["--config.file=alertmanager.yml", "--storage.path=data", "--cluster.listen-address="],
+        tmp_path,
+        "/-/ready",
+    )
+    shop = {"service": "shop", "route": "/ask"}
+    alerts = {
+        "baseline": {"alertname": "RagpulseQualityBelowBaseline", **shop, "metric": "faithfulness"},
+        "drift": {"alertname": "RagpulseQualityDrift", **shop, "metric": "faithfulness"},
+        "other_drift": {"alertname": "RagpulseQualityDrift", **shop, "metric": "context_precision"},
+        "empty": {"alertname": "RagpulseEmptyRetrievals", **shop},
+        "refusals": {"alertname": "RagpulseRefusalsRising", **shop},
+        "hit": {"alertname": "RagpulseSignalDrift", **shop, "signal": "retrieval_hit"},
+        "answered": {"alertname": "RagpulseSignalDrift", **shop, "signal": "answered"},
+        "top_score": {"alertname": "RagpulseSignalDrift", **shop, "signal": "retrieval_top_score"},
+        "hit_elsewhere": {"alertname": "RagpulseSignalDrift", "service": "shop", "route": "/faq",
+                          "signal": "retrieval_hit"},
+    }  # fmt: skip
+    muted = {"drift", "hit", "answered"}
+    try:
+        server.wait_ready()
+        body = json.dumps([{"labels": {**labels, "severity": "warning"}} for labels in alerts.values()])
+        json_type = {"Content-Type": "application/json"}
+        status, _, _ = http_post(f"{server.url}/api/v2/alerts", body.encode(), json_type)
+        assert status == 200
+        states: dict[str, str] = {}
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            _, answer = http_get(f"{server.url}/api/v2/alerts")
+            by_labels = {
+                json.dumps({k: v for k, v in a["labels"].items() if k != "severity"}, sort_keys=True): a
+                for a in json.loads(answer)
+            }
+            states = {
+                name: by_labels[key]["status"]["state"]
+                for name, labels in alerts.items()
+                if (key := json.dumps(labels, sort_keys=True)) in by_labels
+            }
+            if states == {name: "suppressed" if name in muted else "active" for name in alerts}:
+                break
+            time.sleep(0.2)
+        assert states == {name: "suppressed" if name in muted else "active" for name in alerts}, states
+    finally:
+        server.stop()

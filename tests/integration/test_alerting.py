@@ -211,6 +211,7 @@ NOT_EXPORTED_HERE = (
     "ragpulse_judge_unpriced_calls_total",
     "ragpulse_judge_cache_errors_total",
     "offset 1w",
+    "offset 10m",  # the signal alerts' level: the share over the day before the last 10m
     "ragpulse_requests_refused_total",
     "ragpulse_intake_paused",
     # Golden probes and the judge canary: separate runners (ragpulse probe / canary) feed them.

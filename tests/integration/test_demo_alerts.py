@@ -41,6 +41,9 @@ RULE_PARAMS = {
 }
 METRICS = ("context_precision", "context_relevancy", "faithfulness", "answer_relevancy")
 EXPECTED_AFTER = {"RagpulseQualityDrift", "RagpulseQualityBelowBaseline"}
+# May fire after the regression too: once facts go missing, answers leave their context, and the
+# drift detector on the answer-context overlap may confirm it before the demo ends.
+ALLOWED_AFTER = {"RagpulseSignalDrift": {"overlap"}}
 
 # (dashboard, panel title, refId) the embedded demo cannot feed, and why. A new panel is either fed
 # by the demo (its queries must return series) or listed here.
@@ -74,6 +77,10 @@ UNFED = {
         "the canary is a command of its own (ragpulse canary), not run by the demo",
     ("ragpulse-quality.json", "Judge canary: mean shift against the accepted run", "B"):
         "the canary is a command of its own (ragpulse canary), not run by the demo",
+    ("ragpulse-quality.json", "Empty retrievals (share of interactions, 10m)", "B"):
+        "the alert level is the share over the day before the last 10m: the demo is shorter",
+    ("ragpulse-quality.json", "Refusals (share of interactions, 10m)", "B"):
+        "the alert level is the share over the day before the last 10m: the demo is shorter",
 }  # fmt: skip
 
 
@@ -140,8 +147,9 @@ def _check_dashboards(run: DemoRun) -> None:
 
 
 def _labels(alert: dict[str, Any]) -> tuple[str, str, str]:
+    """(service, route, metric), or the signal in place of the metric for a signal alert."""
     labels = alert["labels"]
-    return labels.get("service", ""), labels.get("route", ""), labels.get("metric", "")
+    return labels.get("service", ""), labels.get("route", ""), labels.get("metric", labels.get("signal", ""))
 
 
 @pytest.fixture(scope="module")
@@ -218,8 +226,11 @@ def test_healthy_demo_traffic_raises_no_alert(demo: DemoRun) -> None:
 
 
 def test_the_regression_fires_the_drift_and_baseline_alerts_and_nothing_else(demo: DemoRun) -> None:
-    # Both fire, and nothing else (no threshold alert: none is set by default).
-    assert set(demo.seen_after) == EXPECTED_AFTER, demo.seen_after
+    # Both fire, and nothing else (no threshold alert: none is set by default) but a drift of the
+    # signals the regression moves.
+    assert EXPECTED_AFTER <= set(demo.seen_after) <= EXPECTED_AFTER | set(ALLOWED_AFTER), demo.seen_after
+    for alert, signals in ALLOWED_AFTER.items():
+        assert {s for _, _, s in demo.seen_after.get(alert, set())} <= signals, demo.seen_after
     below = demo.seen_after["RagpulseQualityBelowBaseline"]
     # Irrelevant chunks ranked first: context precision of every route falls to about a quarter.
     routes = {(s, r) for s, r, m in below if m == "context_precision"}

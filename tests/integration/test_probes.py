@@ -4,8 +4,8 @@ the golden set over real HTTP with its own traceparent."""
 
 from __future__ import annotations
 
-import asyncio
 import json
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -13,19 +13,25 @@ from pathlib import Path
 
 import pytest
 
-from agent.judges.local import LexicalJudge
-from agent.offline.evaluate import OfflineEvaluator, available_metrics
-from agent.offline.records import item_from_row
 from tests.support.agent_process import AgentProcess
 from tests.support.llm_server import FakeLLMServer
-from tests.support.net import Scrape, free_port
-from tests.support.probe_app import DOCUMENTS, GOLDEN, ProbeApp, answer
+from tests.support.net import free_port
+from tests.support.probe_app import GOLDEN, ProbeApp
+from tests.support.probing import (
+    SET,
+    K,
+    items_scored,
+    offline_scores,
+    probe_command,
+    probe_sums,
+    run_canary,
+    run_probe,
+    write_golden,
+)
 from tests.support.repo import ROOT
 
 pytestmark = pytest.mark.integration
 
-SET = "capitals"
-K = 5
 SAMPLE_RATE = 0.02  # production sampling: a quiet service yields almost no streaming scores
 
 
@@ -50,58 +56,11 @@ def app(agent: AgentProcess) -> Iterator[ProbeApp]:
 
 @pytest.fixture(scope="module")
 def golden(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("golden") / "golden.jsonl"
-    path.write_text("".join(json.dumps(row) + "\n" for row in GOLDEN))
-    return path
+    return write_golden(tmp_path_factory.mktemp("golden"))
 
 
 def probe(agent: AgentProcess, app: ProbeApp, golden: Path) -> subprocess.CompletedProcess[str]:
-    endpoints = [{"name": "ask", "url": app.url, "answer_path": "data.answer"}]
-    env = {"PATH": "/usr/bin:/bin", "RAGPULSE_PROBES_SET_NAME": SET,
-           "RAGPULSE_PROBES_OTLP_ENDPOINT": f"http://127.0.0.1:{agent.otlp_port}",
-           "RAGPULSE_PROBES_ENDPOINTS": json.dumps(endpoints)}  # fmt: skip
-    return subprocess.run(
-        [sys.executable, "-m", "agent", "probe", "--golden", str(golden)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
-
-
-def items_scored(scrape: Scrape) -> float:
-    return scrape.total("ragpulse_probe_items_total", probe_set=SET)
-
-
-def offline_scores(regressed: bool) -> dict[str, list[float]]:
-    """`ragpulse eval`'s scores of the same items, with what the app retrieves and answers."""
-    items = []
-    for line, row in enumerate(GOLDEN, 1):
-        chunks, text = answer(row["question"], regressed)
-        record = {**row, "contexts": [c for _, c in chunks], "retrieved_ids": [i for i, _ in chunks],
-                  "response": text}  # fmt: skip
-        items.append(item_from_row(record, line))
-    evaluator = OfflineEvaluator(LexicalJudge(), available_metrics(items, K), k=K)
-    results = asyncio.run(_score(evaluator, items))
-    scores: dict[str, list[float]] = {}
-    for result in results:
-        for metric, value in result.scores.items():
-            if value is not None:
-                scores.setdefault(metric, []).append(value)
-    return scores
-
-
-async def _score(evaluator: OfflineEvaluator, items: list) -> list:  # type: ignore[type-arg]
-    return [await evaluator.score(item) for item in items]
-
-
-def probe_sums(scrape: Scrape) -> dict[str, tuple[float, float]]:
-    """(count, sum) of ragpulse_probe_score per metric."""
-    metrics = {labels["metric"] for name, labels, _ in scrape.samples if name == "ragpulse_probe_score_count"}
-    return {
-        m: (
-            scrape.total("ragpulse_probe_score_count", probe_set=SET, metric=m),
-            scrape.total("ragpulse_probe_score_sum", probe_set=SET, metric=m),
-        )
-        for m in metrics
-    }
+    return run_probe(f"http://127.0.0.1:{agent.otlp_port}", app.url, golden)
 
 
 def test_probe_scores_equal_eval_and_a_retrieval_regression_is_caught(
@@ -167,44 +126,42 @@ def test_probe_failures_are_counted_by_reason(
     assert scrape.total("ragpulse_probe_items_total", probe_set="down") == 0
 
 
-# The judge canary: a frozen set with human faithfulness labels, re-judged by an LLM judge (the
-# test judge server) that turns lenient between two runs.
-UNSUPPORTED = "{} has a famous opera house and hosts the Olympics every year."
-CANARY_ITEMS = [
-    {"id": f"c-{key}-{kind}", "question": f"Tell me about {key}.", "contexts": [text],
-     "response": text if kind == "ok" else UNSUPPORTED.format(key.title())}
-    for key, text in list(DOCUMENTS.items())[:6] for kind in ("ok", "bad")
-]  # fmt: skip
-CANARY_LABELS = [
-    {"id": item["id"], "metric": "faithfulness", "label": 1 if item["id"].endswith("-ok") else 0}
-    for item in CANARY_ITEMS
-]
-
-
-def canary(tmp_path: Path, server: FakeLLMServer, *extra: str) -> subprocess.CompletedProcess[str]:
-    items, labels = tmp_path / "canary.jsonl", tmp_path / "canary-labels.jsonl"
-    items.write_text("".join(json.dumps(row) + "\n" for row in CANARY_ITEMS))
-    labels.write_text("".join(json.dumps(row) + "\n" for row in CANARY_LABELS))
-    env = {"PATH": "/usr/bin:/bin", "RAGPULSE_JUDGE_MODEL": "openai/ragpulse-test-judge",
-           "RAGPULSE_JUDGE_API_BASE": server.api_base, "RAGPULSE_JUDGE_API_KEY": "test-key",
-           "RAGPULSE_JUDGE_SELF_CHECK": "false",
-           "RAGPULSE_CANARY_ITEMS_FILE": str(items), "RAGPULSE_CANARY_LABELS_FILE": str(labels),
-           "RAGPULSE_CANARY_STATE_FILE": str(tmp_path / "canary-state.json")}  # fmt: skip
-    return subprocess.run(
-        [sys.executable, "-m", "agent", "canary", *extra],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False,
+def test_probe_schedule_sends_a_round_every_interval_until_stopped(
+    agent: AgentProcess, app: ProbeApp, golden: Path
+) -> None:
+    """`ragpulse probe --schedule`, the one-sidecar way to run the prober (docs/probes.md)."""
+    argv, env = probe_command(
+        f"http://127.0.0.1:{agent.otlp_port}", app.url, golden,
+        "--schedule", "--set", "probes_interval_seconds=1", set_name="scheduled",
     )  # fmt: skip
+    process = subprocess.Popen(
+        argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        scrape = agent.wait_for(lambda s: items_scored(s, "scheduled") >= 2 * len(GOLDEN), timeout=30)
+        assert process.poll() is None, "a scheduled prober keeps running"
+    finally:
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=20)
+    assert items_scored(scrape, "scheduled") >= 2 * len(GOLDEN), out + err
+    assert process.returncode == 0, out + err
+    rounds = out.count(f"probe round of scheduled: {len(GOLDEN)} request(s), 0 failed")
+    assert rounds >= 2, out
+    # Every finished round's items are scored (a round cut short by the signal may add some).
+    scrape = agent.wait_for(lambda s: items_scored(s, "scheduled") >= rounds * len(GOLDEN), timeout=15)
+    assert items_scored(scrape, "scheduled") >= rounds * len(GOLDEN)
+    assert scrape.total("ragpulse_probe_items_total", probe_set="scheduled", outcome="fail") == 0
 
 
 def test_a_judge_that_shifts_trips_the_canary_while_probe_scores_stay_put(
     agent: AgentProcess, app: ProbeApp, golden: Path, tmp_path: Path
 ) -> None:
     with FakeLLMServer() as server:
-        first = canary(tmp_path, server)
+        first = run_canary(tmp_path, server)
         assert first.returncode == 0, first.stdout + first.stderr
         assert "faithfulness: mean" in first.stdout and "judge moved" not in first.stdout
         server.lenient = True  # the judge changed behind the same model name
-        second = canary(tmp_path, server)
+        second = run_canary(tmp_path, server)
     assert second.returncode == 3, second.stdout + second.stderr
     assert "judge moved: faithfulness" in second.stdout
     assert "may be the judge's, not the app's" in second.stdout

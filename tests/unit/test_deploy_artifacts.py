@@ -355,11 +355,19 @@ def test_kubernetes_manifests_match_the_kubernetes_schemas() -> None:
             continue  # prometheus-operator CRDs: not in the Kubernetes schemas, checked below
         kubernetes_validate.validate(resource, version, strict=True)
         checked += 1
-    assert checked == 4
+    assert checked == 8
     broken = manifests()["deployment.yaml"]
     broken["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["memory"] = {"gb": 1}
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(broken, version, strict=True)
+    for breakage in ("args as a string", "a misspelt field"):
+        broken = manifests()["probe-cronjob.yaml"]
+        if breakage == "args as a string":
+            broken["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["args"] = "probe"
+        else:
+            broken["spec"]["concurrency_policy"] = broken["spec"].pop("concurrencyPolicy")
+        with pytest.raises(kubernetes_validate.ValidationError):
+            kubernetes_validate.validate(broken, version, strict=True)
 
 
 def test_kustomization_lists_every_manifest() -> None:
@@ -440,3 +448,187 @@ def test_exemplars_lead_from_a_score_bucket_to_the_trace_in_the_compose_stack() 
     quality = json.loads((ROOT / "dashboards/ragpulse-quality.json").read_text())
     targets = [t for panel in quality["panels"] for t in panel.get("targets", [])]
     assert any(t.get("exemplar") and "ragpulse_score_bucket" in t["expr"] for t in targets)
+
+
+# -- Kubernetes: the golden probes and the judge canary (docs/probes.md) ---------------------
+
+CRONJOBS = {"probe": "probe-cronjob.yaml", "canary": "canary-cronjob.yaml"}
+
+
+def cronjob_pod(name: str) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """(CronJob, pod spec, its one container) of `ragpulse <name>`'s CronJob."""
+    cronjob = manifests()[CRONJOBS[name]]
+    pod = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    return cronjob, pod, container
+
+
+def pod_files(pod: dict[str, Any], container: dict[str, Any], root: Path) -> dict[str, Path]:
+    """The container's mounts laid out under `root`: ConfigMap keys written as files (paths inside
+    them rebased under `root`), other volumes as empty directories. mountPath -> host directory."""
+    resources = manifests()
+    config_maps = {r["metadata"]["name"]: r for r in resources.values() if r["kind"] == "ConfigMap"}
+    claims = {r["metadata"]["name"] for r in resources.values() if r["kind"] == "PersistentVolumeClaim"}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    mounts = {m["mountPath"]: root / m["mountPath"].lstrip("/") for m in container["volumeMounts"]}
+    for mount in container["volumeMounts"]:
+        volume, directory = volumes[mount["name"]], mounts[mount["mountPath"]]
+        directory.mkdir(parents=True)
+        if "configMap" in volume:
+            assert mount.get("readOnly") is True, mount
+            for key, text in config_maps[volume["configMap"]["name"]]["data"].items():
+                (directory / key).write_text(rebased(text, mounts))
+        elif "persistentVolumeClaim" in volume:
+            assert volume["persistentVolumeClaim"]["claimName"] in claims, volume
+        else:
+            assert "emptyDir" in volume, volume
+    return mounts
+
+
+def rebased(text: str, mounts: dict[str, Path]) -> str:
+    """Paths under a mount moved under its host directory (one pass: /tmp/... is rebased once)."""
+    prefixes = sorted((m.rstrip("/") + "/" for m in mounts), key=len, reverse=True)
+    pattern = "(?<![\\w./-])(" + "|".join(re.escape(p) for p in prefixes) + ")"
+    return re.sub(pattern, lambda m: f"{mounts[m.group(1).rstrip('/')]}/", text)
+
+
+def container_environment(container: dict[str, Any], mounts: dict[str, Path]) -> dict[str, str]:
+    """The container's plain variables (paths rebased); every Secret reference is optional, so
+    the pod starts without the Secret, and names a known setting."""
+    environment = {}
+    for variable in container["env"]:
+        if "valueFrom" in variable:
+            assert variable["valueFrom"]["secretKeyRef"]["optional"] is True, variable
+            continue
+        environment[variable["name"]] = rebased(variable["value"], mounts)
+    return environment
+
+
+def test_probe_and_canary_cronjobs_run_one_at_a_time_as_safely_as_the_agents() -> None:
+    deployment_pod = manifests()["deployment.yaml"]["spec"]["template"]["spec"]
+    (agent,) = deployment_pod["containers"]
+    for name in CRONJOBS:
+        cronjob, pod, container = cronjob_pod(name)
+        assert cronjob["kind"] == "CronJob"
+        # Only one runner sends each round: one CronJob, and a late round is skipped, never
+        # run beside the one still going.
+        assert cronjob["spec"]["concurrencyPolicy"] == "Forbid", name
+        job = cronjob["spec"]["jobTemplate"]["spec"]
+        assert job["backoffLimit"] == 0, "a failed round is counted, not sent again"
+        assert pod["restartPolicy"] == "Never"
+        assert pod["securityContext"] == deployment_pod["securityContext"]
+        assert pod["enableServiceLinks"] is False and pod["automountServiceAccountToken"] is False
+        assert container["securityContext"] == agent["securityContext"]
+        assert container["image"] == agent["image"]
+        assert {"requests", "limits"} <= set(container["resources"])
+    probe, _, _ = cronjob_pod("probe")
+    # A round every 15 minutes is the default probes_interval_seconds, and a stuck round ends
+    # before the next is due.
+    minutes = re.fullmatch(r"\*/(\d+) \* \* \* \*", probe["spec"]["schedule"])
+    assert minutes, probe["spec"]["schedule"]
+    interval = int(minutes.group(1)) * 60
+    assert interval == load_settings(environ={}).probes.interval_seconds
+    assert probe["spec"]["jobTemplate"]["spec"]["activeDeadlineSeconds"] < interval
+    # The probe alerts look at two rounds.
+    window = rules_module().RuleParams().probe_window
+    assert window.endswith("m") and int(window[:-1]) * 60 >= 2 * interval
+    canary, _, _ = cronjob_pod("canary")
+    assert re.fullmatch(r"\d+ \d+ \* \* \*", canary["spec"]["schedule"]), "daily"
+
+
+def test_cronjob_command_lines_are_accepted_by_the_cli() -> None:
+    from agent import cli
+    from agent.commands import canary, probe
+
+    parser = cli._parser()
+    for name, module in (("probe", probe), ("canary", canary)):
+        _, _, container = cronjob_pod(name)
+        args = parser.parse_args(container["args"])
+        assert args.command == name and args.handler is module._main
+    _, _, container = cronjob_pod("canary")
+    args = parser.parse_args(container["args"])
+    assert args.pushgateway.startswith("http://") and not args.schedule
+    # Accepting a moved judge is the CronJob's command plus --accept (docs/probes.md).
+    assert parser.parse_args([*container["args"], "--accept"]).accept is True
+
+
+@pytest.mark.parametrize("name", list(CRONJOBS))
+def test_cronjob_settings_are_known_and_name_files_the_pod_mounts(name: str, tmp_path: Path) -> None:
+    from agent.config import CONFIG_ENV, ENV_PREFIX, setting_names
+
+    _, pod, container = cronjob_pod(name)
+    mounts = pod_files(pod, container, tmp_path)
+    environment = container_environment(container, mounts)
+    known = {f"{ENV_PREFIX}{n.upper()}" for n in setting_names()} | {CONFIG_ENV}
+    assert {v["name"] for v in container["env"]} <= known
+    result = subprocess.run(
+        [sys.executable, "-m", "agent", "validate-config"],
+        env={"PATH": "/usr/bin:/bin", **environment},
+        capture_output=True, text=True, timeout=60, cwd=ROOT,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "ignoring" not in result.stderr, result.stderr
+    settings = load_settings(environ=environment)
+    config = Path(environment[CONFIG_ENV])
+    if name == "probe":
+        from agent.commands.probe import golden_items, prober_config
+
+        assert settings.probes.golden_set is not None
+        assert len(golden_items(Path(settings.probes.golden_set))) >= 1
+        assert prober_config(settings).endpoints
+        # The prober exports to the Collector's OTLP/HTTP receiver, as the apps do: with Kafka,
+        # the Collector keys the prober's span and the app's by trace id (one replica).
+        collector = yaml.safe_load((ROOT / "deploy/otel-collector/config.yaml").read_text())
+        http_port = collector["receivers"]["otlp"]["protocols"]["http"]["endpoint"].rsplit(":", 1)[1]
+        assert settings.probes.otlp_endpoint.rstrip("/").endswith(f":{http_port}")
+        assert collector["exporters"]["kafka"]["partition_traces_by_id"] is True
+    else:
+        from agent.offline.records import read_items
+        from agent.trust.labels import read_label_file
+
+        items, bad = read_items(Path(str(settings.canary.items_file)))
+        assert not bad and items
+        labels = read_label_file(Path(str(settings.canary.labels_file))).labels
+        assert {label.interaction_id for label in labels} <= {item.id for item in items}
+        assert {label.value for label in labels} == {0, 1}, "both classes, or AUROC is undefined"
+        # The state outlives the pod: it is on the claim, not in the container.
+        state = Path(settings.canary.state_file)
+        claim_mount = next(
+            mounts[m["mountPath"]]
+            for m in container["volumeMounts"]
+            if any(v["name"] == m["name"] and "persistentVolumeClaim" in v for v in pod["volumes"])
+        )
+        assert state.parent == claim_mount
+        # The canary judges with the agents' settings and key: the judge it watches is theirs.
+        agent = manifests()["deployment.yaml"]["spec"]["template"]["spec"]["containers"][0]
+        agent_env = {e["name"]: e for e in agent["env"]}
+        canary_env = {e["name"]: e for e in container["env"]}
+        assert canary_env["RAGPULSE_JUDGE_API_KEY"] == agent_env["RAGPULSE_JUDGE_API_KEY"]
+        assert config.read_text() == manifests()["configmap.yaml"]["data"]["ragpulse.yaml"]
+        assert settings.judge == load_settings(config_file=config, environ={}).judge
+
+
+def test_the_canary_cronjob_runs_and_pushes_its_gauges(tmp_path: Path) -> None:
+    """The CronJob's own command and settings (the ConfigMaps' files, the agents' judge), with
+    its Pushgateway URL pointed at a real HTTP server that records the push."""
+    from tests.support.pushgateway import Pushgateway
+
+    _, pod, container = cronjob_pod("canary")
+    mounts = pod_files(pod, container, tmp_path)
+    environment = container_environment(container, mounts)
+    args = list(container["args"])
+    with Pushgateway() as gateway:
+        args[args.index("--pushgateway") + 1] = gateway.url
+        result = subprocess.run(
+            [sys.executable, "-m", "agent", *args], env={"PATH": "/usr/bin:/bin", **environment},
+            capture_output=True, text=True, timeout=120, cwd=ROOT,
+        )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    (push,) = gateway.received()
+    assert (push.method, push.path) == ("PUT", "/metrics/job/ragpulse-canary")
+    pushed = push.scrape()
+    assert pushed.value("ragpulse_canary_judge_moved") == 0
+    assert pushed.value("ragpulse_canary_agreement", metric="faithfulness", statistic="auroc") == 1.0
+    assert (pushed.value("ragpulse_canary_last_run_timestamp_seconds") or 0) > 0
+    state = json.loads(Path(load_settings(environ=environment).canary.state_file).read_text())
+    assert set(state["accepted"]) == {"faithfulness"}

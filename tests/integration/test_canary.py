@@ -1,0 +1,140 @@
+"""`ragpulse canary` handing its gauges to Prometheus: pushed to a Pushgateway after each run
+(`--pushgateway`, the CronJob way), or served while it runs every canary_interval_seconds
+(`--schedule --metrics-listen`, the long-running way). The judge is the test LLM server, told
+to turn lenient between runs; the Pushgateway is a real HTTP server recording what is pushed."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.support.llm_server import FakeLLMServer
+from tests.support.net import Scrape, free_port, scrape
+from tests.support.probing import CANARY_ITEMS, canary_command, run_canary
+from tests.support.pushgateway import Pushgateway
+from tests.support.repo import ROOT
+
+pytestmark = pytest.mark.integration
+
+JOB_PATH = "/metrics/job/ragpulse-canary"
+
+
+def agreement(scrape: Scrape, statistic: str) -> float | None:
+    return scrape.value("ragpulse_canary_agreement", metric="faithfulness", statistic=statistic)
+
+
+def test_each_complete_run_pushes_the_canary_gauges_to_the_pushgateway(tmp_path: Path) -> None:
+    with FakeLLMServer() as server, Pushgateway() as gateway:
+        started = time.time()
+        first = run_canary(tmp_path, server, "--pushgateway", gateway.url)
+        assert first.returncode == 0, first.stdout + first.stderr
+        server.lenient = True  # the judge changed behind the same model name
+        second = run_canary(tmp_path, server, "--pushgateway", gateway.url)
+        assert second.returncode == 3, second.stdout + second.stderr
+        moved_state = json.loads((tmp_path / "canary-state.json").read_text())
+        # After review, the operator accepts the new judge: the alert's gauge goes back to 0.
+        third = run_canary(tmp_path, server, "--pushgateway", gateway.url, "--accept")
+        assert third.returncode == 0, third.stdout + third.stderr
+        finished = time.time()
+        calls = server.stats.calls
+        # A judge failing on labelled items gives no measure of the judge: the run exits 1 and
+        # leaves the reference, and the gateway's last complete run (whose timestamp the stale
+        # alert watches), as they were.
+        state = (tmp_path / "canary-state.json").read_text()
+        server.fail_always("400")  # a permanent judge error: not retried
+        failed = run_canary(tmp_path, server, "--pushgateway", gateway.url)
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert f"the judge failed on {len(CANARY_ITEMS)} of {len(CANARY_ITEMS)} labelled item(s)" in failed.stdout
+    assert "canary faithfulness: mean" not in failed.stdout
+    assert (tmp_path / "canary-state.json").read_text() == state
+    pushes = gateway.received()
+    assert [(p.method, p.path) for p in pushes] == [("PUT", JOB_PATH)] * 3
+    assert all(p.content_type.startswith("text/plain") for p in pushes)
+    healthy, moved, accepted = (p.scrape() for p in pushes)
+
+    assert healthy.value("ragpulse_canary_judge_moved") == 0
+    assert agreement(healthy, "auroc") == 1.0 and agreement(healthy, "balanced_accuracy") == 1.0
+    assert healthy.value("ragpulse_canary_mean_shift", metric="faithfulness") == 0.0
+
+    assert moved.value("ragpulse_canary_judge_moved") == 1
+    assert agreement(moved, "auroc") == 0.5 and agreement(moved, "balanced_accuracy") == 0.5
+    runs = moved_state["last"]["runs"]["faithfulness"], moved_state["accepted"]["faithfulness"]
+    assert runs[0]["mean"] == 1.0 and runs[1]["mean"] == 0.5
+    assert moved.value("ragpulse_canary_mean_shift", metric="faithfulness") == pytest.approx(0.5)
+
+    assert accepted.value("ragpulse_canary_judge_moved") == 0
+    assert accepted.value("ragpulse_canary_mean_shift", metric="faithfulness") == pytest.approx(0.5)
+    times = [p.value("ragpulse_canary_last_run_timestamp_seconds") for p in (healthy, moved, accepted)]
+    assert started <= times[0] < times[1] < times[2] <= finished
+    # The judge's own counters go with them: every item judged afresh on every run (no cache).
+    judged = [p.total("ragpulse_judge_requests_total") for p in (healthy, moved, accepted)]
+    assert all(n >= len(CANARY_ITEMS) for n in judged) and sum(judged) == calls
+
+
+def wait_scrape(url: str, predicate: Callable[[Scrape], bool], timeout: float) -> Scrape:
+    deadline = time.monotonic() + timeout
+    last = Scrape()
+    while time.monotonic() < deadline:
+        try:
+            last = scrape(url)
+        except OSError:  # not listening yet
+            pass
+        else:
+            if predicate(last):
+                return last
+        time.sleep(0.1)
+    raise AssertionError(f"not within {timeout}s; last scrape: {last.samples}")
+
+
+def test_schedule_runs_every_interval_and_serves_and_pushes_the_gauges(tmp_path: Path) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/metrics"
+    with FakeLLMServer() as server, Pushgateway() as gateway:
+        argv, env = canary_command(
+            tmp_path, server, "--schedule", "--metrics-listen", f"127.0.0.1:{port}",
+            "--pushgateway", gateway.url, env={"RAGPULSE_CANARY_INTERVAL_SECONDS": "1"},
+        )  # fmt: skip
+        process = subprocess.Popen(
+            argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        try:
+            first = wait_scrape(
+                url, lambda s: s.value("ragpulse_canary_last_run_timestamp_seconds") is not None, 60
+            )
+            assert first.value("ragpulse_canary_judge_moved") == 0
+            assert agreement(first, "auroc") == 1.0
+            # The next runs come by themselves, one per interval.
+            again = wait_scrape(
+                url,
+                lambda s: (
+                    (s.value("ragpulse_canary_last_run_timestamp_seconds") or 0)
+                    > (first.value("ragpulse_canary_last_run_timestamp_seconds") or 0)
+                ),
+                30,
+            )
+            assert again.value("ragpulse_canary_judge_moved") == 0
+            server.lenient = True
+            # A run under way may have been judged half before, half after: wait for a whole one.
+            moved = wait_scrape(
+                url,
+                lambda s: s.value("ragpulse_canary_judge_moved") == 1 and agreement(s, "auroc") == 0.5,
+                30,
+            )
+            assert moved.value("ragpulse_canary_mean_shift", metric="faithfulness") == pytest.approx(0.5)
+            assert process.poll() is None, "a moved judge does not end the scheduled canary"
+        finally:
+            process.send_signal(signal.SIGINT)
+            out, err = process.communicate(timeout=30)
+    pushes = gateway.received()
+    assert len(pushes) >= 3 and {(p.method, p.path) for p in pushes} == {("PUT", JOB_PATH)}
+    assert pushes[0].scrape().value("ragpulse_canary_judge_moved") == 0
+    assert pushes[-1].scrape().value("ragpulse_canary_judge_moved") == 1
+    # One push per run printed (a run the signal cut between its print and its push aside).
+    assert out.count("canary faithfulness: mean") in (len(pushes), len(pushes) + 1), out + err
+    assert "judge moved: faithfulness" in out
