@@ -264,7 +264,7 @@ class SignalRecorder:
         labels = (interaction.service, interaction.route)
         series = self._series.get(labels)
         if series is None:
-            series = self._series[labels] = _Series(self._telemetry, labels)
+            series = self._series[labels] = self._open(labels)
         exemplar: ExemplarIds = (interaction.trace_id, interaction.span_id)
         series.searches.observe(interaction.searches, exemplar)
         if interaction.empty_searches:
@@ -305,6 +305,14 @@ class SignalRecorder:
         series.since += 1
         if series.since >= self._batch:
             self._observe_drift(series)
+
+    def _open(self, labels: tuple[str, str]) -> _Series:
+        # The drift gauges read 0 while the baselines are learnt: a panel or rule shows "no
+        # drift" rather than "no data" from the first interaction on.
+        for name in DRIFT_SIGNALS:
+            self._telemetry.drift_score.labels(*labels, name).set(0.0)
+            self._telemetry.drift_detected.labels(*labels, name).set(0.0)
+        return _Series(self._telemetry, labels)
 
     def _overlap_allowed(self) -> bool:
         """A budget refilled each second: the overlap's CPU stays bounded at any traffic."""

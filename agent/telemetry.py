@@ -20,9 +20,11 @@ SCORE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 SEARCH_BUCKETS = (0, 1, 2, 3, 4, 6, 8, 12, 16)
 # A retriever's scale is its own: cosine similarity and distances in [0, 1] or [0, 2], BM25 above.
-RETRIEVAL_SCORE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0)
-CHUNK_BUCKETS = (0, 1, 2, 3, 5, 8, 13, 21, 50)
-SIZE_BUCKETS = (100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000)
+# Signal buckets are few: each histogram is one more family per (service, route) pair.
+RETRIEVAL_SCORE_BUCKETS = (0.25, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 5.0, 50.0)
+CHUNK_BUCKETS = (0, 1, 2, 3, 5, 10, 20)
+SIZE_BUCKETS = (250, 1000, 2500, 5000, 10000, 50000)
+OVERLAP_BUCKETS = (0.2, 0.4, 0.6, 0.8, 0.9, 1.0)
 LOOP_LAG_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
@@ -457,13 +459,14 @@ class SignalsTelemetry:
             "Share of the response's content words found in its context; every interaction up to "
             "signals_overlap_per_second, beyond it the first ones of each second.",
             labels,
-            SCORE_BUCKETS,
+            OVERLAP_BUCKETS,
             registry,
         )
         self.drift_score = Gauge(
             "ragpulse_signal_drift_score",
-            "Drift statistic of a signal (CUSUM over its threshold; >= 1: the CUSUM alarms), per service, "
-            "route and signal (retrieval_top_score, retrieval_hit, answered, overlap).",
+            "Drift statistic of a signal (CUSUM over its threshold; >= 1: the CUSUM alarms; 0 while the "
+            "baseline is learnt), per service, route and signal (retrieval_top_score, retrieval_hit, "
+            "answered, overlap).",
             ["service", "route", "signal"],
             registry=registry,
         )

@@ -5,7 +5,9 @@ The agent bounds its labels with one budget on (service, route) pairs (`max_labe
 and drift series for at most `drift_max_series` (2000) (service, route, metric) triples. This
 fills a real `Telemetry` (the agent's own instruments) with every series the pipeline creates
 for each (service, route) pair it sees: interactions and sampled counters, the sample ratio per
-service, and per metric the evaluations counter, the score histogram and the drift gauges. Then
+service, the signals of every interaction (agent/signals.py: retrieval score, chunk, size and
+overlap histograms, empty-retrieval and refusal counters, signal drift gauges), and per metric the
+evaluations counter, the score histogram and the drift gauges. Then
 it renders the exposition exactly as /metrics does, plain and gzipped (Prometheus asks for gzip).
 
     python benchmarks/scrape_size.py
@@ -22,7 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from prometheus_client import CollectorRegistry, generate_latest
 
 from agent.config import Settings
+from agent.model import Chunk, RagInteraction
 from agent.series_budget import SeriesBudget
+from agent.signals import SignalRecorder
 from agent.telemetry import Telemetry
 from benchmarks.harness import Benchmark, line
 
@@ -35,6 +39,7 @@ def exposition(services: int, routes_per_service: int, shared_routes: bool) -> t
     budget = SeriesBudget(defaults.series.max_pairs, defaults.series.max_routes)
     drift_cap = defaults.drift.max_series
     telemetry = Telemetry(CollectorRegistry())
+    signals = SignalRecorder(telemetry.signals)
     drift_series = 0
     pairs = set()
     for s in range(services):
@@ -47,6 +52,21 @@ def exposition(services: int, routes_per_service: int, shared_routes: bool) -> t
             telemetry.sampling.interactions.labels(service, route).inc()
             telemetry.sampling.sampled.labels(service, route).inc()
             telemetry.sampling.ratio.labels(service).set(1.0)
+            signals.record(
+                RagInteraction(
+                    trace_id=f"{len(pairs):032x}",
+                    span_id=f"{len(pairs):016x}",
+                    query="How do refunds work?",
+                    chunks=(
+                        Chunk("Refunds take five days.", "doc-1", 0.82),
+                        Chunk("Returns are free.", "doc-2", 0.7),
+                    ),
+                    response="Refunds take five days.",
+                    service=service,
+                    route=route,
+                    searches=1,
+                )
+            )
             for metric in METRICS:
                 telemetry.evaluation.evaluations.labels(service, route, metric, "ok").inc()
                 telemetry.evaluation.score.labels(service, route, metric).observe(0.8)

@@ -99,7 +99,8 @@ def real_answers() -> list[tuple[str, str]]:
     for line in (SHARED_DATA / "ares_sample" / "ares_fewshot_judge_examples.jsonl").read_text().splitlines():
         row = json.loads(line)
         answers.append((row["id"], row["answer"]))
-    for n, line in enumerate((SHARED_DATA / "halueval_qa_sample" / "halueval_qa_sample.jsonl").read_text().splitlines()):
+    halueval = SHARED_DATA / "halueval_qa_sample" / "halueval_qa_sample.jsonl"
+    for n, line in enumerate(halueval.read_text().splitlines()):
         row = json.loads(line)
         for key in ("right_answer", "hallucinated_answer_one_turn", "hallucinated_answer_multi_turn"):
             answers.append((f"halueval-{n}-{key}", row[key]))
@@ -183,17 +184,20 @@ def test_hostile_scores_never_reach_the_sums() -> None:
     assert sample(registry, "ragpulse_retrieved_chunks_count") == 3  # the rest is still measured
 
 
+def bucket_line(registry: CollectorRegistry, le: str) -> str:
+    """The OpenMetrics line of one ragpulse_retrieval_top_score bucket, exemplar included."""
+    lines = openmetrics(registry).decode().splitlines()
+    return next(x for x in lines if x.startswith("ragpulse_retrieval_top_score_bucket") and f'le="{le}"' in x)
+
+
 def test_buckets_carry_the_trace_id_as_an_exemplar() -> None:
     signals, registry, _ = recorder()
     signals.record(interaction(0xABC, scores=(0.25,)))
-    text = openmetrics(registry).decode()
-    line = next(x for x in text.splitlines() if x.startswith("ragpulse_retrieval_top_score_bucket") and 'le="0.3"' in x)
+    line = bucket_line(registry, "0.25")
     assert f'trace_id="{0xABC:032x}"' in line and f'span_id="{0xABC:016x}"' in line and " 0.25" in line
     # An exemplar is the newest observation of its bucket.
     signals.record(interaction(0xDEF, scores=(0.22,)))
-    text = openmetrics(registry).decode()
-    line = next(x for x in text.splitlines() if x.startswith("ragpulse_retrieval_top_score_bucket") and 'le="0.3"' in x)
-    assert f'trace_id="{0xDEF:032x}"' in line
+    assert f'trace_id="{0xDEF:032x}"' in bucket_line(registry, "0.25")
 
 
 def test_overlap_is_computed_up_to_its_rate_per_second() -> None:
