@@ -156,7 +156,7 @@ def delays(bench: Benchmark, args: object, scenario: str) -> None:
         results.append(found)
         table.row(trial=t, **found)
     for key in results[0]:
-        values = [r[key] for r in results if r[key] is not None]
+        values = [value for r in results if (value := r[key]) is not None]
         missed = sum(1 for r in results if r[key] is None)
         median = statistics.median(values) if values else None
         bench.record(f"median_delay_{scenario}_{key.replace(' ', '_').replace('%', 'pct')}", median)

@@ -300,8 +300,9 @@ def test_the_series_budget_bounds_every_series_with_service_and_route_labels() -
         services = {labels["service"] for _, labels, _ in result.samples if "service" in labels}
         assert len(services) <= budget + 1
         with_labels = sum(1 for _, labels, _ in result.samples if "service" in labels)
-        # docs/limits.md: at most 75 samples per pair with the four streaming metrics.
-        assert with_labels <= 75 * (budget + 1), with_labels
+        # docs/limits.md: at most 160 samples per pair with the four streaming metrics and the
+        # signals of every interaction.
+        assert with_labels <= 160 * (budget + 1), with_labels
         # Every pair was sent once, so at most `budget` interactions kept their own labels.
         assert result.total("ragpulse_label_overflows_total") >= sent - budget
     finally:
