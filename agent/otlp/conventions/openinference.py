@@ -100,20 +100,24 @@ def _documents(
         if not isinstance(content, str):
             continue
         score = get(score_key)
-        metadata = None
-        if score is None or keys:
+        # The LangChain instrumentor has no score attribute; retrievers that score put it in the
+        # document's metadata. The metadata is parsed for that, or for the configured keys.
+        found = NO_METADATA
+        if keys:
             metadata = metadata_record(get(metadata_key))
-        if score is None:
-            # The LangChain instrumentor has no score attribute; retrievers that score put it
-            # in the document's metadata.
-            score = metadata.get("score") if metadata is not None else None
+            found = picked(keys, metadata)
+            if score is None and metadata is not None:
+                score = metadata.get("score")
+        elif score is None:
+            metadata = parse_json(get(metadata_key))
+            score = metadata.get("score") if isinstance(metadata, dict) else None
         doc_id = get(id_key)
         chunks.append(
             Chunk(
                 content,
                 doc_id if isinstance(doc_id, str) else (str(doc_id) if isinstance(doc_id, int) else None),
                 float(score) if isinstance(score, (float, int)) and not isinstance(score, bool) else None,
-                picked(keys, metadata) if keys else NO_METADATA,
+                found,
             )
         )
     return tuple(chunks) if chunks else None
