@@ -40,6 +40,7 @@ from agent.judges.offload import BoundedJudge
 from agent.judges.redacting import RedactingJudge
 from agent.metrics import METRICS
 from agent.otlp.assemble import Labeller, TraceAssembler
+from agent.otlp.conventions import Convention
 from agent.otlp.conventions.genai import GenAI
 from agent.otlp.conventions.manual import Manual
 from agent.otlp.conventions.openinference import OpenInference
@@ -290,6 +291,7 @@ def build_exporters(
                 kafka_connection(settings.kafka),
                 results.topic,
                 include_text=results.include_text,
+                documents_key=settings.documents.key,
                 label_sampler=ppi.sampler if ppi is not None else None,
                 dependencies=dependencies,
             )
@@ -303,6 +305,7 @@ def build_exporters(
                 telemetry.evaluation,
                 headers=results.otlp_header_map,
                 include_text=results.include_text,
+                documents_key=settings.documents.key,
                 timeout_seconds=results.otlp_timeout_seconds,
                 dependencies=dependencies,
             )
@@ -320,7 +323,9 @@ def build_exporters(
             save_interval=drift.save_interval_seconds,
         )
     )
-    documents = DocumentsConfig(top_n=settings.documents.top_n, max_services=settings.series.max_pairs)
+    documents = DocumentsConfig(
+        top_n=settings.documents.top_n, max_services=settings.series.max_pairs, key=settings.documents.key
+    )
     exporters.append(DocumentSummary(telemetry.documents, documents))
     if ppi is not None:
         exporters.append(ppi)
@@ -392,6 +397,13 @@ def build_probe_stage(settings: Settings, telemetry: Telemetry, redis: Any = Non
     )
 
 
+def build_conventions(settings: Settings) -> list[Convention]:
+    """The convention adapters, reading the document metadata key documents are named by
+    (`documents_key`) and no other metadata: without one, no span's metadata is parsed."""
+    keys = (settings.documents.key,) if settings.documents.key else ()
+    return [OpenInference(keys), OpenLLMetry(keys), GenAI(keys), Manual(keys)]
+
+
 def metrics_security(settings: Settings, telemetry: IntakeTelemetry) -> EndpointSecurity:
     if not settings.server.web_config_file:
         return EndpointSecurity()
@@ -450,7 +462,7 @@ def build_agent(
     judge = build_judge(settings, telemetry.judge, redis, spend=spend)
     pipeline = Pipeline(
         assembler=TraceAssembler(
-            [OpenInference(), OpenLLMetry(), GenAI(), Manual()],
+            build_conventions(settings),
             Labeller(assembly.route_attributes, series_budget),
             wait_seconds=assembly.wait_seconds,
             max_traces=assembly.max_traces,

@@ -475,6 +475,9 @@ class DriftSettings(BaseModel):
     )
 
 
+MAX_DOCUMENTS_KEY_CHARS = 100
+
+
 class DocumentsSettings(BaseModel):
     """The documents behind low scores: a bounded top-N per service (agent/exporters/documents.py)."""
 
@@ -487,6 +490,32 @@ class DocumentsSettings(BaseModel):
         description="Documents exported per service and verdict (useless, useful, irrelevant) as "
         "ragpulse_document_verdicts; counted in memory bounded by 10x this, whatever their number.",
     )
+    key: str | None = Field(
+        None,
+        description="Metadata key naming documents in ragpulse_document_verdicts and the results "
+        "(e.g. source, file_name, url), read from each retrieved document's metadata; unset: the "
+        "chunk id (no metadata is read). A document without the key is named by its chunk id.",
+    )
+
+    @field_validator("key", mode="before")
+    @classmethod
+    def _one_key(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        if not isinstance(value, str):
+            raise ValueError(f"expected one metadata key such as source, got {value!r}")
+        value = value.strip()
+        if not value:
+            return None
+        if len(value) > MAX_DOCUMENTS_KEY_CHARS:
+            raise ValueError(
+                f"a metadata key of at most {MAX_DOCUMENTS_KEY_CHARS} characters, got {len(value)}"
+            )
+        if "," in value or not value.isprintable():
+            raise ValueError(
+                f"expected one metadata key (no commas or control characters) such as source, got {value!r}"
+            )
+        return value
 
 
 class SignalsSettings(BaseModel):

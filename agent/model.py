@@ -61,11 +61,24 @@ class Span:
 
 @dataclass(frozen=True, slots=True)
 class Chunk:
-    """One retrieved passage, in the rank order the application used it."""
+    """One retrieved passage, in the rank order the application used it.
+
+    `metadata`: (key, value) pairs of the document's metadata (its source, file name, URL...),
+    read from the span only for the keys ragpulse is configured to use (`documents_key`) and
+    bounded by the conventions (agent/otlp/conventions: scalar values as text, cut short).
+    """
 
     content: str
     id: str | None = None
     score: float | None = None
+    metadata: tuple[tuple[str, str], ...] = ()
+
+    def meta(self, key: str) -> str | None:
+        """The document's metadata value under `key`, if the span carried one."""
+        for name, value in self.metadata:
+            if name == key:
+                return value
+        return None
 
 
 @dataclass(frozen=True, slots=True)

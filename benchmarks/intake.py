@@ -18,6 +18,12 @@ another process (4 connections, each sending as fast as its answers come back), 
 second accepted (decoded and handed to the intake; no assembly).
 
     python benchmarks/intake.py --receivers [--seconds 10]
+
+With --documents-key KEY every document also carries metadata JSON holding KEY (a source path,
+as LlamaIndex and LangChain record it), and each batch is measured twice: with the conventions
+not reading metadata (documents_key unset) and reading KEY (documents_key=KEY).
+
+    python benchmarks/intake.py --documents-key source
 """
 
 from __future__ import annotations
@@ -75,9 +81,16 @@ def tracer() -> tuple[InMemorySpanExporter, object]:
     return memory, provider.get_tracer("openinference.instrumentation.langchain")
 
 
-def single_span_batch() -> bytes:
+def _metadata(key: str | None, n: int, i: int, **more: object) -> str | None:
+    """A document's metadata JSON: `more`, and `key` (a source path) when one is given."""
+    found = {**more, **({key: f"kb/section-{n % 40}/doc-{i}.md", "page": i} if key else {})}
+    return json.dumps(found) if found else None
+
+
+def single_span_batch(key: str | None = None) -> bytes:
     """50 OpenInference single-span interactions: query, 5 x 800-char chunks (id, content, score),
-    response, session and model, as an app's hand-written OpenInference span carries them."""
+    response, session and model, as an app's hand-written OpenInference span carries them (and
+    each document's metadata with `key`, if given)."""
     memory, t = tracer()
     for n in range(BATCH):
         with t.start_as_current_span("rag.query") as span:  # type: ignore[attr-defined]
@@ -91,14 +104,16 @@ def single_span_batch() -> bytes:
                 span.set_attribute(base + "id", f"doc-{n}-{i}")
                 span.set_attribute(base + "content", prose(800))
                 span.set_attribute(base + "score", 0.9 - i / 10)
+                if metadata := _metadata(key, n, i):
+                    span.set_attribute(base + "metadata", metadata)
     return encode_spans(memory.get_finished_spans()).SerializeToString()
 
 
-def multi_span_batch() -> bytes:
+def multi_span_batch(key: str | None = None) -> bytes:
     """10 traces x 5 spans: CHAIN root, RETRIEVER (5 chunks), PROMPT, LLM (prompt holds the chunks),
     output parser, as the OpenInference LangChain instrumentor records a retrieval chain."""
     memory, t = tracer()
-    for _ in range(BATCH // 5):
+    for n in range(BATCH // 5):
         query, answer = prose(80), prose(400)
         chunks = [prose(800) for _ in range(CHUNKS)]
         with t.start_as_current_span("RunnableSequence") as root:  # type: ignore[attr-defined]
@@ -110,7 +125,9 @@ def multi_span_batch() -> bytes:
                 retriever.set_attribute("input.value", query)
                 for i, text in enumerate(chunks):
                     retriever.set_attribute(f"retrieval.documents.{i}.document.content", text)
-                    retriever.set_attribute(f"retrieval.documents.{i}.document.metadata", '{"score": 0.5}')
+                    retriever.set_attribute(
+                        f"retrieval.documents.{i}.document.metadata", _metadata(key, n, i, score=0.5)
+                    )
             with t.start_as_current_span("ChatPromptTemplate") as prompt:  # type: ignore[attr-defined]
                 prompt.set_attribute("openinference.span.kind", "PROMPT")
                 prompt.set_attribute("llm.prompt_template.template", "Answer from: {context}\n{question}")
@@ -221,7 +238,7 @@ def agents(seconds: float) -> None:
         )
 
 
-def agent_intake(body: bytes) -> Callable[[], object]:
+def agent_intake(body: bytes, keys: tuple[str, ...] = ()) -> Callable[[], object]:
     """The whole synchronous intake of `ragpulse run` as build_agent wires it: decode, assemble,
     the signals on every interaction, sampling (1%) and queueing; nothing is evaluated."""
     from prometheus_client import CollectorRegistry
@@ -229,7 +246,8 @@ def agent_intake(body: bytes) -> Callable[[], object]:
     from agent.build import build_agent
     from agent.config import Settings
 
-    pipeline = build_agent(Settings(sample_rate=0.01), CollectorRegistry()).pipeline
+    documents = {"documents_key": keys[0]} if keys else {}
+    pipeline = build_agent(Settings(sample_rate=0.01, **documents), CollectorRegistry()).pipeline
 
     def accept() -> object:
         return pipeline.accept(decode_request(body, "protobuf"), "bench")
@@ -237,9 +255,10 @@ def agent_intake(body: bytes) -> Callable[[], object]:
     return accept
 
 
-def new_assembler() -> TraceAssembler:
+def new_assembler(keys: tuple[str, ...] = ()) -> TraceAssembler:
+    """The assembler as the agent builds it; `keys`: the metadata keys read (documents_key)."""
     return TraceAssembler(
-        [OpenInference(), OpenLLMetry(), GenAI(), Manual()],
+        [OpenInference(keys), OpenLLMetry(keys), GenAI(keys), Manual(keys)],
         Labeller(("http.route",), SeriesBudget(10_000, 100)),
         wait_seconds=30.0,
         max_traces=10_000,
@@ -259,6 +278,24 @@ def rate(work: Callable[[], object], seconds: float) -> float:
             runs += 1
         best = max(best, runs * BATCH / elapsed)
     return best
+
+
+def cpu_per_span(work: Callable[[], object], seconds: float, blocks: int = 20) -> float:
+    """CPU time of `work` in µs per span (process time, so other jobs on the machine count
+    little), the best of `blocks` blocks of runs: a steadier figure than spans/s on a shared
+    machine, for comparing two versions of the code."""
+    start = time.perf_counter()
+    runs = 0
+    while time.perf_counter() - start < seconds / blocks:
+        work()
+        runs += 1
+    best = float("inf")
+    for _ in range(blocks):
+        begin = time.process_time()
+        for _ in range(runs):
+            work()
+        best = min(best, (time.process_time() - begin) / (runs * BATCH))
+    return best * 1e6
 
 
 class CountingIntake(OpenIntake):
@@ -363,6 +400,11 @@ def main() -> None:
     parser.add_argument(
         "--agents", action="store_true", help="also measure agent traces of 18, 78, 318 spans"
     )
+    parser.add_argument(
+        "--documents-key",
+        metavar="KEY",
+        help="documents carry metadata with KEY; measure with it unread and read (documents_key)",
+    )
     args = bench.parse()
     rng.seed(args.seed)  # the module-level stream of the span makers
     if args.receivers:
@@ -372,17 +414,17 @@ def main() -> None:
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one core
     backend = api_implementation.Type()
     line(f"protobuf backend: {backend}; batch: {BATCH} spans, {CHUNKS} chunks x ~800 chars")
-    for label, body in (("single-span", single_span_batch()), ("multi-span", multi_span_batch())):
-        assembler = TraceAssembler(
-            [OpenInference(), OpenLLMetry(), GenAI(), Manual()],
-            Labeller(("http.route",), SeriesBudget(10_000, 100)),
-            wait_seconds=30.0,
-            max_traces=10_000,
-            max_spans_per_trace=1_000,
-            max_chunk_bytes=256 << 20,
-        )
+    key = args.documents_key
+    batches = [("single-span", single_span_batch(key)), ("multi-span", multi_span_batch(key))]
+    if key:
+        line(f"documents carry metadata with {key!r}: each batch with it unread, then read")
+    runs = [(label, body, keys) for label, body in batches for keys in ([(), (key,)] if key else [()])]
+    for label, body, keys in runs:
+        if key:
+            label = f"{label} {'read' if keys else 'unread'}"
+        assembler = new_assembler(keys)
         first = assembler.add(decode_request(body, "protobuf").spans)
-        expected = BATCH if label == "single-span" else BATCH // 5
+        expected = BATCH if label.startswith("single-span") else BATCH // 5
         assert len(first.interactions) == expected and first.buffered_spans == 0, first
 
         def intake(body: bytes = body, assembler: TraceAssembler = assembler) -> object:
@@ -400,13 +442,17 @@ def main() -> None:
 
         bare = rate(lambda body=body: ExportTraceServiceRequest.FromString(body), args.seconds)
         whole = rate(intake, args.seconds)
+        cpu = cpu_per_span(intake, args.seconds)
         dicts = rate(full_dicts, args.seconds)
+        if keys:
+            chunk = first.interactions[0].chunks[0]
+            assert chunk.meta(key) is not None, chunk
         line(
             f"{label:12s} {len(body) / 1024:6.0f} KiB/batch  "
-            f"bare parse {bare:9,.0f} spans/s  |  decode+extract+assemble {whole:8,.0f} spans/s  "
-            f"|  parse + every attribute as a dict {dicts:8,.0f} spans/s"
+            f"bare parse {bare:9,.0f} spans/s  |  decode+extract+assemble {whole:8,.0f} spans/s "
+            f"({cpu:5.1f} µs CPU/span)  |  parse + every attribute as a dict {dicts:8,.0f} spans/s"
         )
-        agent_rate = rate(agent_intake(body), args.seconds)
+        agent_rate = rate(agent_intake(body, keys), args.seconds)
         line(f"{'':12s} the agent's intake (+ signals, sampling at 1%): {agent_rate:8,.0f} spans/s")
     if args.agents:
         agents(args.seconds)

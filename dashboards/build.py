@@ -401,9 +401,10 @@ def quality() -> dash.Dashboard:
         table.Panel()
         .title("Documents behind low scores")
         .description(
-            "Per service, the documents (chunk id, else a hash of its text) most often retrieved and "
-            "judged useless for the answer or irrelevant to the question, and most often useful: the "
-            "top documents_top_n of each (ragpulse_document_verdicts, a bounded space-saving summary)."
+            "Per service, the documents (by the documents_key metadata value such as their source "
+            "when it is set, else chunk id, else a hash of its text) most often retrieved and judged "
+            "useless for the answer or irrelevant to the question, and most often useful: the top "
+            "documents_top_n of each (ragpulse_document_verdicts, a bounded space-saving summary)."
         )
         .height(10)
         .span(24)

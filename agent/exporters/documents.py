@@ -5,7 +5,9 @@ Per service and verdict a space-saving summary (agent/heavy_hitters.py) counts d
 bounded memory whatever their number; the top `top_n` are exported as
 `ragpulse_document_verdicts{service, verdict, document}` — at most services × 3 × top_n series,
 never one per document ever seen — and rewritten at most every `refresh_seconds`. A document is
-its chunk's id; a chunk without an id is named by a hash of its text (`text:` + 12 hex digits).
+named by the value of the configured metadata key (`documents_key`, e.g. `source`: the counts of
+all chunks of one file add up), else by its chunk's id; a chunk without either is named by a hash
+of its text (`text:` + 12 hex digits). Names are cut to 200 characters.
 
 verdict: `useless` (context precision: not useful for the answer), `useful`, `irrelevant`
 (context relevancy: no statement relevant to the question).
@@ -20,7 +22,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from agent.heavy_hitters import HeavyHitter, SpaceSaving
-from agent.model import MetricResult, Outcome, RagInteraction
+from agent.model import Chunk, MetricResult, Outcome, RagInteraction
 
 VERDICTS = ("useless", "useful", "irrelevant")
 
@@ -40,12 +42,28 @@ class DocumentsConfig:
     capacity_factor: int = 10
     refresh_seconds: float = 5.0
     max_services: int = 500
+    # The metadata key documents are named by (None: their id); the conventions must be told to
+    # read it (agent/build.py passes it to both).
+    key: str | None = None
+
+
+NAME_CHARS = 200
 
 
 def document_key(content: str, document_id: str | None) -> str:
     if document_id:
-        return document_id[:200]
+        return document_id[:NAME_CHARS]
     return "text:" + hashlib.sha256(content.encode("utf-8", "replace")).hexdigest()[:12]
+
+
+def document_name(chunk: Chunk, key: str | None) -> str:
+    """What a chunk's document is counted as: its `key` metadata value, else its id, else a hash
+    of its text."""
+    if key is not None:
+        value = chunk.meta(key)
+        if value:
+            return value[:NAME_CHARS]
+    return document_key(chunk.content, chunk.id)
 
 
 class DocumentSummary:
@@ -71,7 +89,7 @@ class DocumentSummary:
         self.refresh()
 
     async def export(self, interaction: RagInteraction, results: Sequence[MetricResult]) -> None:
-        keys = [document_key(c.content, c.id) for c in interaction.chunks]
+        keys = [document_name(c, self._config.key) for c in interaction.chunks]
         for result in results:
             if result.outcome is not Outcome.OK or result.chunk_verdicts is None:
                 continue

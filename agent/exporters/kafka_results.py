@@ -36,6 +36,7 @@ class KafkaResultsExporter:
 
     def __init__(
         self, producer_options: dict[str, Any], topic: str, *, include_text: bool = False,
+        documents_key: str | None = None,
         timeout_seconds: float = 30.0, max_block_seconds: float = 5.0, send_threads: int = 4,
         label_sampler: LabelSampler | None = None, dependencies: Dependencies | None = None,
     ) -> None:  # fmt: skip
@@ -43,6 +44,7 @@ class KafkaResultsExporter:
         self._options = producer_options
         self._topic = topic
         self._include_text = include_text
+        self._documents_key = documents_key
         self._timeout = timeout_seconds
         self._max_block = max_block_seconds
         self._send_threads = send_threads
@@ -87,8 +89,9 @@ class KafkaResultsExporter:
             else None
         )
         value = evaluation_request(
-            interaction, results, include_text=self._include_text, extra_attributes=marks
-        ).SerializeToString()
+            interaction, results, include_text=self._include_text, extra_attributes=marks,
+            documents_key=self._documents_key,
+        ).SerializeToString()  # fmt: skip
         loop = asyncio.get_running_loop()
         acknowledged: asyncio.Future[None] = loop.create_future()
 

@@ -67,6 +67,7 @@ class OtlpResultsExporter:
         *,
         headers: Mapping[str, str] | None = None,
         include_text: bool = False,
+        documents_key: str | None = None,
         timeout_seconds: float = 10.0,
         dependencies: Dependencies | None = None,
     ) -> None:
@@ -74,6 +75,7 @@ class OtlpResultsExporter:
         self._telemetry = telemetry
         self._headers = {**(headers or {}), "Content-Type": "application/x-protobuf"}
         self._include_text = include_text
+        self._documents_key = documents_key
         self._timeout = aiohttp.ClientTimeout(total=timeout_seconds)
         self._session: aiohttp.ClientSession | None = None
         self._last_log = float("-inf")
@@ -103,7 +105,9 @@ class OtlpResultsExporter:
             raise RuntimeError("OTLP results exporter used before start()")
         if not self.dependency.ready:
             raise OtlpResultsError(self.dependency.detail)
-        body = evaluation_request(interaction, results, include_text=self._include_text).SerializeToString()
+        body = evaluation_request(
+            interaction, results, include_text=self._include_text, documents_key=self._documents_key
+        ).SerializeToString()
         try:
             async with self._session.post(self._url, data=body, headers=self._headers) as response:
                 status = response.status

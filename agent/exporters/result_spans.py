@@ -7,6 +7,11 @@ trace. The span carries:
   `gen_ai.evaluation.name`, `gen_ai.evaluation.score.value`, `gen_ai.evaluation.score.label`,
   `gen_ai.evaluation.explanation`, `error.type` when the judge failed);
 - OpenInference-style `evaluations.<metric>.{score,label,explanation}` attributes.
+- per retrieved document, in rank order (the first RESULT_DOCUMENTS):
+  `ragpulse.documents.<N>.document` (its name in ragpulse_document_verdicts: the `documents_key`
+  metadata value, else its id, else `text:` + a hash of its text), `.id` (when it has one),
+  `.metadata.<documents_key>` (when it has that metadata), and the judge's verdicts on it:
+  `.useful` (context precision) and `.relevant` (context relevancy), booleans, when judged.
 An agent's answer adds `ragpulse.agent.{searches,empty_searches,tool_errors}`. No text of the
 interaction is included unless `include_text` is set; with it, the conversation id (`session.id`)
 and an agent's sub-queries (`ragpulse.agent.sub_queries.N`) come too. The resource is marked
@@ -24,11 +29,16 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
 
 from agent import __version__
+from agent.exporters.documents import document_name
 from agent.infra.secrets import mask
 from agent.model import MetricResult, Outcome, RagInteraction
 
 AGENT_RESOURCE_ATTRIBUTE = "ragpulse.agent"
 EVALUATION_EVENT = "gen_ai.evaluation.result"
+# Documents listed on a result span; an interaction rarely has more than a few dozen.
+RESULT_DOCUMENTS = 100
+# The verdict attribute each context metric's per-chunk verdicts are written as.
+_CHUNK_VERDICTS = {"context_precision": "useful", "context_relevancy": "relevant"}
 
 
 def _kv(key: str, value: str | float | bool) -> KeyValue:
@@ -53,11 +63,36 @@ def _event_attributes(result: MetricResult) -> list[KeyValue]:
     return attributes
 
 
+def _document_attributes(
+    interaction: RagInteraction, results: Sequence[MetricResult], key: str | None
+) -> list[KeyValue]:
+    verdicts = [
+        (_CHUNK_VERDICTS[r.metric], r.chunk_verdicts)
+        for r in results
+        if r.metric in _CHUNK_VERDICTS and r.outcome is Outcome.OK and r.chunk_verdicts is not None
+    ]
+    attributes = []
+    for n, chunk in enumerate(interaction.chunks[:RESULT_DOCUMENTS]):
+        prefix = f"ragpulse.documents.{n}."
+        attributes.append(_kv(prefix + "document", document_name(chunk, key)))
+        if chunk.id:
+            attributes.append(_kv(prefix + "id", chunk.id))
+        value = chunk.meta(key) if key is not None else None
+        if value:
+            attributes.append(_kv(f"{prefix}metadata.{key}", value))
+        for name, found in verdicts:
+            if n < len(found) and found[n] is not None:
+                attributes.append(_kv(prefix + name, bool(found[n])))
+    return attributes
+
+
 def evaluation_request(
     interaction: RagInteraction, results: Sequence[MetricResult], *, include_text: bool = False,
     now_ns: int | None = None, extra_attributes: Mapping[str, str | float | bool] | None = None,
+    documents_key: str | None = None,
 ) -> ExportTraceServiceRequest:  # fmt: skip
-    """The OTLP request that carries one interaction's results."""
+    """The OTLP request that carries one interaction's results; `documents_key` names documents
+    as ragpulse_document_verdicts does (DocumentsConfig.key)."""
     now = now_ns if now_ns is not None else time.time_ns()
     span = PbSpan(
         trace_id=bytes.fromhex(interaction.trace_id),
@@ -88,6 +123,7 @@ def evaluation_request(
             # An error reason may quote a provider's message (e.g. a rejected API key): masked.
             attributes.append(_kv(f"{prefix}.explanation", mask(result.reason)))
         span.events.add(time_unix_nano=now, name=EVALUATION_EVENT, attributes=_event_attributes(result))
+    attributes.extend(_document_attributes(interaction, results, documents_key))
     attributes.extend(_kv(key, value) for key, value in (extra_attributes or {}).items())
     if include_text:
         attributes.append(_kv("input.value", interaction.query))

@@ -163,6 +163,8 @@ def _parts_size(parts: SpanParts) -> int:
     size = _text_size(parts.query) + _text_size(parts.response)
     for chunk in parts.chunks or ():
         size += _text_size(chunk.content)
+        if chunk.metadata:  # only the configured keys, values cut short (conventions)
+            size += sum(_text_size(key) + _text_size(value) + 64 for key, value in chunk.metadata)
     for message in parts.messages or ():
         size += _text_size(message.content) + 64
     return size

@@ -35,6 +35,8 @@ PASSAGES = [
     "Paris has 37 bridges across the Seine.",
 ]
 ANSWER = "The Seine flows through Paris."
+# Each passage's metadata `source`, which the frameworks keep and their instrumentors record.
+SOURCES = ["rivers/seine.md", "rivers/rhone.md", "rivers/loire.md", "paris/bridges.md"]
 
 
 def _recorder():  # type: ignore[no-untyped-def]
@@ -60,19 +62,23 @@ def llamaindex_openinference() -> dict:
     LlamaIndexInstrumentor().instrument(tracer_provider=provider)
     Settings.llm = MockLLM()  # echoes its prompt: deterministic, and holds the context it saw
     Settings.embed_model = MockEmbedding(embed_dim=8)
-    nodes = [TextNode(text=text, id_=f"passage-{i}") for i, text in enumerate(PASSAGES)]
+    nodes = [
+        TextNode(text=text, id_=f"passage-{i}", metadata={"source": SOURCES[i]})
+        for i, text in enumerate(PASSAGES)
+    ]
     engine = VectorStoreIndex(nodes).as_query_engine(similarity_top_k=3)
     response = engine.query(QUESTION)
     return {
         "spans": memory.get_finished_spans(),
         "chunks": [n.node.get_content() for n in response.source_nodes],
         "ids": [n.node.node_id for n in response.source_nodes],
+        "sources": [n.node.metadata["source"] for n in response.source_nodes],
         "response": str(response),
         "llm_span": "MockLLM.complete",
     }
 
 
-def _langchain_chain(seen: list[str]):  # type: ignore[no-untyped-def]
+def _langchain_chain(seen: list[str], sources: list[str]):  # type: ignore[no-untyped-def]
     from langchain_core.embeddings import DeterministicFakeEmbedding
     from langchain_core.language_models import FakeListChatModel
     from langchain_core.output_parsers import StrOutputParser
@@ -80,11 +86,14 @@ def _langchain_chain(seen: list[str]):  # type: ignore[no-untyped-def]
     from langchain_core.runnables import RunnableLambda, RunnablePassthrough
     from langchain_core.vectorstores import InMemoryVectorStore
 
-    store = InMemoryVectorStore.from_texts(PASSAGES, DeterministicFakeEmbedding(size=32))
+    store = InMemoryVectorStore.from_texts(
+        PASSAGES, DeterministicFakeEmbedding(size=32), metadatas=[{"source": s} for s in SOURCES]
+    )
     retriever = store.as_retriever(search_kwargs={"k": 3})
 
     def format_docs(docs):  # type: ignore[no-untyped-def]
         seen.extend(d.page_content for d in docs)
+        sources.extend(d.metadata["source"] for d in docs)
         return "\n\n".join(d.page_content for d in docs)
 
     prompt = ChatPromptTemplate.from_messages(
@@ -104,8 +113,9 @@ def langchain_openinference() -> dict:
     memory, provider = _recorder()
     LangChainInstrumentor().instrument(tracer_provider=provider)
     seen: list[str] = []
-    answer = _langchain_chain(seen).invoke(QUESTION)
-    return {"spans": memory.get_finished_spans(), "chunks": seen, "response": answer,
+    sources: list[str] = []
+    answer = _langchain_chain(seen, sources).invoke(QUESTION)
+    return {"spans": memory.get_finished_spans(), "chunks": seen, "sources": sources, "response": answer,
             "llm_span": "FakeListChatModel"}  # fmt: skip
 
 
@@ -115,8 +125,9 @@ def langchain_openllmetry() -> dict:
     memory, provider = _recorder()
     LangchainInstrumentor().instrument(tracer_provider=provider)
     seen: list[str] = []
-    answer = _langchain_chain(seen).invoke(QUESTION)
-    return {"spans": memory.get_finished_spans(), "chunks": seen, "response": answer,
+    sources: list[str] = []
+    answer = _langchain_chain(seen, sources).invoke(QUESTION)
+    return {"spans": memory.get_finished_spans(), "chunks": seen, "sources": sources, "response": answer,
             "llm_span": "FakeListChatModel.chat"}  # fmt: skip
 
 
@@ -132,7 +143,10 @@ def llamaindex_openllmetry() -> dict:
     LlamaIndexInstrumentor().instrument(tracer_provider=provider)
     Settings.llm = MockLLM()  # echoes its prompt: deterministic, and holds the context it saw
     Settings.embed_model = MockEmbedding(embed_dim=8)
-    nodes = [TextNode(text=text, id_=f"passage-{i}") for i, text in enumerate(PASSAGES)]
+    nodes = [
+        TextNode(text=text, id_=f"passage-{i}", metadata={"source": SOURCES[i]})
+        for i, text in enumerate(PASSAGES)
+    ]
     # A node postprocessor between retrieval and synthesis: what it returns is what the LLM sees.
     engine = VectorStoreIndex(nodes).as_query_engine(
         similarity_top_k=3, node_postprocessors=[SimilarityPostprocessor(similarity_cutoff=0.0)]
@@ -142,6 +156,7 @@ def llamaindex_openllmetry() -> dict:
         "spans": memory.get_finished_spans(),
         "chunks": [n.node.get_content() for n in response.source_nodes],
         "ids": [n.node.node_id for n in response.source_nodes],
+        "sources": [n.node.metadata["source"] for n in response.source_nodes],
         "response": str(response),
         "llm_span": "MockLLM.task",
     }
@@ -163,7 +178,12 @@ def haystack_openllmetry() -> dict:
     memory, provider = _recorder()
     HaystackInstrumentor().instrument(tracer_provider=provider)
     store = InMemoryDocumentStore()
-    store.write_documents([Document(content=text, id=f"passage-{i}") for i, text in enumerate(PASSAGES)])
+    store.write_documents(
+        [
+            Document(content=text, id=f"passage-{i}", meta={"source": SOURCES[i]})
+            for i, text in enumerate(PASSAGES)
+        ]
+    )
     template = [
         ChatMessage.from_system("Answer only from:\n{% for d in documents %}{{ d.content }}\n{% endfor %}"),
         ChatMessage.from_user("{{ question }}"),
@@ -196,6 +216,7 @@ def haystack_openllmetry() -> dict:
         "spans": memory.get_finished_spans(),
         "chunks": [d.content for d in answer.documents],
         "ids": [d.id for d in answer.documents],
+        "sources": [d.meta["source"] for d in answer.documents],
         "response": answer.data,
         # Its LLM span has no usable content: the pipeline span is the interaction.
         "llm_span": "haystack_pipeline.workflow",
@@ -253,6 +274,11 @@ def test_instrumented_framework_spans_assemble_unchanged(app: str, tmp_path: Pat
         assert interaction.response == ANSWER
     if "ids" in expected:
         assert [c.id for c in interaction.chunks] == expected["ids"]
+    # Metadata is read only when a key is configured (documents_key); then each chunk carries
+    # the source the framework kept for its passage.
+    assert all(c.metadata == () for c in interaction.chunks)
+    (sourced,) = assembler(metadata=("source",)).add(decoded.spans).interactions
+    assert [c.meta("source") for c in sourced.chunks] == expected["sources"]
     # The model call (under OpenLLMetry's LlamaIndex layout: the task span with GenAI messages).
     llm = next(
         s

@@ -8,6 +8,7 @@ given status to check that outages are retried and permanent rejections are not.
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -170,3 +171,41 @@ def test_permanent_rejection_is_counted_not_retried_forever() -> None:
     assert len(backend.spans()) == 1  # the rejected one is not re-sent; the other arrived
     assert scrape.value("ragpulse_export_failures_total", exporter="OtlpResultsExporter") == 1
     assert "rejected results with 400" in agent.log()
+
+
+def test_results_name_each_document_by_the_configured_metadata_key() -> None:
+    """documents_key=source: each result lists its documents by source (else id) with verdicts."""
+    with TraceBackend() as backend:
+        agent = AgentProcess(
+            env={
+                "RAGPULSE_RESULTS_OTLP_ENDPOINT": backend.endpoint,
+                "RAGPULSE_DOCUMENTS_KEY": "source",
+                "RAGPULSE_METRICS": "context_precision",
+            }
+        )
+        try:
+            agent.wait_ready()
+            memory = InMemorySpanExporter()
+            provider = TracerProvider(resource=Resource.create({"service.name": "shop"}))
+            provider.add_span_processor(SimpleSpanProcessor(memory))
+            metadata = {"source": "guides/seine.md", "page": 4}  # the second document has none
+            openinference_single_span(
+                provider.get_tracer("test"), query=QUERY, chunks=CHUNKS, response=RESPONSE,
+                attributes={"retrieval.documents.0.document.metadata": json.dumps(metadata)},
+            )  # fmt: skip
+            body = protobuf(list(memory.get_finished_spans()))
+            assert http_post(agent.traces_url, body, {"Content-Type": "application/x-protobuf"})[0] == 200
+            agent.wait_for(lambda s: len(backend.spans()) >= 1, timeout=60)
+        finally:
+            assert agent.stop() == 0
+    (span,) = backend.spans()
+    documents = {k: v for k, v in _attributes(span.attributes).items() if k.startswith("ragpulse.documents.")}
+    assert documents == {
+        "ragpulse.documents.0.document": "guides/seine.md",
+        "ragpulse.documents.0.id": "doc-0",
+        "ragpulse.documents.0.metadata.source": "guides/seine.md",
+        "ragpulse.documents.0.useful": True,
+        "ragpulse.documents.1.document": "doc-1",
+        "ragpulse.documents.1.id": "doc-1",
+        "ragpulse.documents.1.useful": False,
+    }

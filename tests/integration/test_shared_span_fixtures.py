@@ -39,9 +39,9 @@ STACKS = {
 pytestmark = pytest.mark.skipif(not SPANS.is_dir(), reason="shared span fixtures are not present")
 
 
-def assembler(wait: float = 30.0, clock=None) -> TraceAssembler:  # type: ignore[no-untyped-def]
+def assembler(wait: float = 30.0, clock=None, metadata: tuple[str, ...] = ()) -> TraceAssembler:  # type: ignore[no-untyped-def]
     return TraceAssembler(
-        [OpenInference(), OpenLLMetry(), GenAI(), Manual()],
+        [OpenInference(metadata), OpenLLMetry(metadata), GenAI(metadata), Manual(metadata)],
         Labeller(("http.route",), SeriesBudget(10_000, 100)),
         wait_seconds=wait,
         max_traces=100,
@@ -118,6 +118,20 @@ def test_retrieval_scores_and_ids_come_through_where_the_instrumentor_records_th
                 ids if stack.startswith("llamaindex") else [None] * 3
             )
             assert all(isinstance(c.score, float) and 0 <= c.score <= 1 for c in interaction.chunks)
+
+
+@pytest.mark.parametrize("stack", sorted(STACKS))
+def test_document_metadata_comes_through_from_each_instrumentor(stack: str) -> None:
+    """The retriever's documents carry `{"source", "passage_index"}` metadata (JSON under
+    OpenInference, inside the documents JSON under OpenLLMetry): read when configured."""
+    for body in bodies(stack, "protobuf").values():
+        spans = decode_request(body, "protobuf").spans
+        (interaction,) = assembler(metadata=("source", "passage_index")).add(spans).interactions
+        assert [c.metadata for c in interaction.chunks] == [
+            (("source", "MS MARCO via RAGTruth"), ("passage_index", str(i))) for i in (1, 2, 3)
+        ]
+        (plain,) = assembler().add(spans).interactions
+        assert all(c.metadata == () for c in plain.chunks)
 
 
 @pytest.mark.parametrize("stack", sorted(STACKS))

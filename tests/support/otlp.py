@@ -87,9 +87,16 @@ def assembler(
     max_label_pairs: int = 10_000,
     clock: Callable[[], float] | None = None,
     capture: Sequence[str] = (),
+    metadata: Sequence[str] = (),
 ) -> TraceAssembler:
+    """`metadata`: the document metadata keys the conventions read (as `documents_key` sets)."""
+    conventions = (
+        (OpenInference(metadata), OpenLLMetry(metadata), GenAI(metadata), Manual(metadata))
+        if metadata
+        else CONVENTIONS
+    )
     return TraceAssembler(
-        CONVENTIONS,
+        conventions,
         Labeller(route_attributes, SeriesBudget(max_label_pairs, max_label_values)),
         wait_seconds=wait,
         max_traces=max_traces,

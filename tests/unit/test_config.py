@@ -135,6 +135,9 @@ def test_unknown_keys_in_a_config_file_stay_errors(tmp_path: Path) -> None:
         ({"RAGPULSE_KAFKA_BOOTSTRAP": "broker-without-port"}, "kafka_bootstrap", "HOST:PORT"),
         ({"RAGPULSE_RESULTS_OTLP_ENDPOINT": "collector:4318"}, "results_otlp_endpoint", "http(s)://"),
         ({"RAGPULSE_SAMPLE_KEEP_RULES": "feedback.score"}, "sample_keep_rules", "OP one of"),
+        ({"RAGPULSE_DOCUMENTS_KEY": "source,url"}, "documents_key", "one metadata key"),
+        ({"RAGPULSE_DOCUMENTS_KEY": "k" * 101}, "documents_key", "at most 100 characters"),
+        ({"RAGPULSE_DOCUMENTS_KEY": "source\x00"}, "documents_key", "control characters"),
         (
             {"RAGPULSE_LABEL_UNCERTAIN_LOW": "0.8", "RAGPULSE_LABEL_UNCERTAIN_HIGH": "0.2"},
             "label_uncertain_high",
@@ -189,3 +192,29 @@ def test_settings_are_read_by_section_and_written_flat_or_nested(tmp_path: Path)
     flat = Settings(kafka_topic="spans", sample_rate=0.25)
     nested = Settings(kafka={"topic": "spans"}, sampling={"rate": 0.25})
     assert flat == nested
+
+
+def test_documents_key_names_the_metadata_the_conventions_read() -> None:
+    """documents_key reaches the conventions, which then read that key of a document's metadata;
+    unset (or blank), they read none."""
+    import json
+
+    from agent.build import build_conventions
+    from tests.support.otlp import Recorder, decoded
+
+    recorder = Recorder()
+    with recorder.tracer.start_as_current_span("retriever") as span:
+        span.set_attribute("openinference.span.kind", "RETRIEVER")
+        span.set_attribute("retrieval.documents.0.document.content", "text")
+        span.set_attribute("retrieval.documents.0.document.metadata", json.dumps({"source": "a.md"}))
+    (span,) = decoded(recorder.spans())
+
+    def metadata(environ: dict[str, str]) -> object:
+        conventions = build_conventions(load_checked_settings(environ=environ))
+        parts = next(p for c in conventions if (p := c.extract(span)) is not None)
+        return parts.chunks[0].metadata  # type: ignore[index]
+
+    assert load_checked_settings(environ={"RAGPULSE_DOCUMENTS_KEY": " source "}).documents.key == "source"
+    assert metadata({"RAGPULSE_DOCUMENTS_KEY": "source"}) == (("source", "a.md"),)
+    assert metadata({}) == () and metadata({"RAGPULSE_DOCUMENTS_KEY": " "}) == ()
+    assert "RAGPULSE_DOCUMENTS_KEY" in describe_settings()

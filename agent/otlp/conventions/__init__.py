@@ -9,6 +9,7 @@ nothing else, so the assembler never sees attribute names. Adapters read
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import Any, NamedTuple, Protocol
@@ -133,12 +134,13 @@ class Convention(Protocol):
 
 
 def parse_json(value: AttributeValue) -> Any:
-    """The JSON document in a string attribute, or None when it is not JSON."""
+    """The JSON document in a string attribute, or None when it is not JSON (or nests deeper
+    than the interpreter recurses)."""
     if not isinstance(value, str) or not value:
         return None
     try:
         return json.loads(value)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
 
 
@@ -171,14 +173,79 @@ def identity(attributes: Mapping[str, AttributeValue], key: str) -> str | None:
     return None
 
 
-def chunk(content: Any, doc_id: Any = None, score: Any = None) -> Chunk | None:
+def chunk(
+    content: Any, doc_id: Any = None, score: Any = None, metadata: tuple[tuple[str, str], ...] = ()
+) -> Chunk | None:
     if not isinstance(content, str):
         return None
     return Chunk(
         content=content,
         id=str(doc_id) if isinstance(doc_id, (str, int)) and not isinstance(doc_id, bool) else None,
         score=number(score),
+        metadata=metadata,
     )
+
+
+# -- document metadata ------------------------------------------------------------------------------
+# A document's metadata (its source, file name, URL, page...) is read only for the keys ragpulse
+# is configured to use (`documents_key`): without one, spans pay nothing for it. It is bounded
+# whatever a span holds: at most MAX_METADATA_KEYS keys, top-level scalar values only (strings and
+# numbers; nested objects, lists, booleans and nulls are not read), kept as text cut to
+# METADATA_VALUE_CHARS characters; metadata text longer than METADATA_MAX_CHARS is not parsed.
+MAX_METADATA_KEYS = 8
+METADATA_VALUE_CHARS = 200
+METADATA_MAX_CHARS = 64 * 1024
+NO_METADATA: tuple[tuple[str, str], ...] = ()
+_INT64 = 1 << 64
+
+
+def metadata_keys(keys: Sequence[str]) -> tuple[str, ...]:
+    """The metadata keys a convention reads, checked (ValueError when there are too many)."""
+    keys = tuple(dict.fromkeys(key for key in keys if key))
+    if len(keys) > MAX_METADATA_KEYS:
+        raise ValueError(f"at most {MAX_METADATA_KEYS} document metadata keys, got {len(keys)}")
+    return keys
+
+
+def metadata_record(value: Any) -> Mapping[str, Any] | None:
+    """A document's metadata as a mapping: a mapping as it is (an OTLP kvlist, part of a parsed
+    document), or the JSON object in a string of at most METADATA_MAX_CHARS characters."""
+    # str first, and dict for what json.loads returns: isinstance against the Mapping ABC costs
+    # several times more, and this runs for every document whose score sits in its metadata.
+    if isinstance(value, str):
+        if value[:1] == "{" and len(value) <= METADATA_MAX_CHARS:
+            found = parse_json(value)
+            return found if isinstance(found, dict) else None
+        return None
+    return value if isinstance(value, Mapping) else None
+
+
+def _scalar(value: Any) -> str | None:
+    if isinstance(value, str):
+        return value[:METADATA_VALUE_CHARS] if value.strip() else None
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return str(value) if -_INT64 < value < _INT64 else None
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else None
+    return None
+
+
+def picked(keys: Sequence[str], *records: Any) -> tuple[tuple[str, str], ...]:
+    """(key, value) for each of `keys` found in `records`, the first record holding a scalar
+    value under it winning (e.g. the document's metadata, then the document's own fields)."""
+    if not keys:
+        return NO_METADATA
+    found = []
+    for key in keys:
+        for record in records:
+            if isinstance(record, Mapping):
+                value = _scalar(record.get(key))
+                if value is not None:
+                    found.append((key, value))
+                    break
+    return tuple(found)
 
 
 # -- agents: messages and tool outputs shared by the adapters ---------------------------------------
@@ -269,7 +336,7 @@ def sub_query(arguments: Any) -> str | None:
     return None
 
 
-def _document(item: Any) -> Chunk | None:
+def _document(item: Any, keys: Sequence[str]) -> Chunk | None:
     if isinstance(item, str):
         return Chunk(item) if item.strip() else None
     if not isinstance(item, Mapping):
@@ -278,16 +345,17 @@ def _document(item: Any) -> Chunk | None:
     metadata = metadata if isinstance(metadata, Mapping) else {}
     node = item.get("node")
     if isinstance(node, Mapping):  # a LlamaIndex NodeWithScore
-        return chunk(node.get("text"), node.get("id_"), item.get("score"))
+        return chunk(node.get("text"), node.get("id_"), item.get("score"), picked(keys, node.get("metadata")))
     content = string_in({k: item[k] for k in _DOCUMENT_TEXT if k in item}, _DOCUMENT_TEXT)
     doc_id = item.get("id", metadata.get("id"))
-    return chunk(content, doc_id, item.get("score", metadata.get("score")))
+    return chunk(content, doc_id, item.get("score", metadata.get("score")), picked(keys, metadata, item))
 
 
-def tool_documents(output: str) -> tuple[Chunk, ...]:
+def tool_documents(output: str, keys: Sequence[str] = ()) -> tuple[Chunk, ...]:
     """A tool's output as the documents it returned: a JSON list of documents (or an object
     holding one under `documents`, `results`, ...), else the whole text as one chunk; () when it
-    returned nothing."""
+    returned nothing. `keys`: the metadata keys to read (a document's `metadata`, else its own
+    fields)."""
     text_ = output.strip()
     if not text_:
         return ()
@@ -298,7 +366,7 @@ def tool_documents(output: str) -> tuple[Chunk, ...]:
     if isinstance(document, list):
         if not document:
             return ()
-        chunks = [found for item in document if (found := _document(item)) is not None]
+        chunks = [found for item in document if (found := _document(item, keys)) is not None]
         if len(chunks) == len(document):
             return tuple(chunks)
     return (Chunk(text_),)

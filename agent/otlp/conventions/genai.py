@@ -9,24 +9,29 @@ Content is opt-in and arrives in one of these forms, all read here:
 - the older event forms `gen_ai.content.prompt` / `gen_ai.content.completion` (attributes
   `gen_ai.prompt` / `gen_ai.completion`) and `gen_ai.user.message` / `gen_ai.choice`;
 - retrieval spans: `gen_ai.retrieval.query.text` and `gen_ai.retrieval.documents`
-  (`[{"id", "score", "content"}]`).
+  (`[{"id", "score", "content"}]`; a document's metadata keys are read from its `metadata`
+  object, JSON or structured, else from its own fields).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agent.model import AttributeValue, Chunk, Span
 from agent.otlp.conventions import (
+    NO_METADATA,
     Message,
     Role,
     SpanParts,
     chunk,
     conversation,
     identity,
+    metadata_keys,
+    metadata_record,
     parse_json,
+    picked,
     sub_query,
     text,
     tool_documents,
@@ -136,7 +141,7 @@ def calls_tools(messages: Any) -> bool:
     )
 
 
-def _documents(value: AttributeValue) -> tuple[Chunk, ...] | None:
+def _documents(value: AttributeValue, keys: Sequence[str]) -> tuple[Chunk, ...] | None:
     documents = structured(value)
     if not isinstance(documents, list):
         return None
@@ -144,7 +149,14 @@ def _documents(value: AttributeValue) -> tuple[Chunk, ...] | None:
         found
         for doc in documents
         if isinstance(doc, Mapping)
-        and (found := chunk(doc.get("content", doc.get("text")), doc.get("id"), doc.get("score")))
+        and (
+            found := chunk(
+                doc.get("content", doc.get("text")),
+                doc.get("id"),
+                doc.get("score"),
+                picked(keys, metadata_record(doc.get("metadata")), doc) if keys else NO_METADATA,
+            )
+        )
     ]
     return tuple(chunks) if chunks else None
 
@@ -171,6 +183,10 @@ def _from_events(span: Span) -> tuple[str | None, str | None]:
 class GenAI:
     name = "genai"
 
+    def __init__(self, metadata: Sequence[str] = ()) -> None:
+        """`metadata`: the document metadata keys to carry on chunks (none: metadata is not read)."""
+        self._keys = metadata_keys(metadata)
+
     def extract(self, span: Span) -> SpanParts | None:
         attributes = span.convention_attributes
         operation = attributes.get(OPERATION)
@@ -188,7 +204,7 @@ class GenAI:
             return SpanParts(
                 Role.RETRIEVER,
                 query=text(attributes.get("gen_ai.retrieval.query.text")),
-                chunks=_documents(attributes.get("gen_ai.retrieval.documents")),
+                chunks=_documents(attributes.get("gen_ai.retrieval.documents"), self._keys),
                 session_id=session_id,
                 user_id=user_id,
             )
@@ -199,7 +215,7 @@ class GenAI:
             return SpanParts(
                 Role.TOOL,
                 query=sub_query(structured(attributes.get("gen_ai.tool.call.arguments"))),
-                chunks=None if failed or result is None else tool_documents(result),
+                chunks=None if failed or result is None else tool_documents(result, self._keys),
                 response=result,
                 session_id=session_id,
                 user_id=user_id,

@@ -8,6 +8,7 @@ One span attribute per part, using only OpenTelemetry's native attribute types:
 | `ragpulse.chunks` | string[] | retrieved passages, in the rank order the app used them |
 | `ragpulse.chunk_ids` | string[] | optional, same order |
 | `ragpulse.chunk_scores` | double[] | optional, same order |
+| `ragpulse.chunk_metadata` | string[] | optional, same order: JSON objects (`{"source": "faq.md"}`) |
 | `ragpulse.response` | string | the answer |
 | `ragpulse.search.query` | string | marks a search span (one of several an answer was given): its query |
 | `ragpulse.search.failed` | boolean | on a search span: it failed |
@@ -24,13 +25,28 @@ its trace is given every search, in the order they ended (agent/otlp/agents.py).
 
 from __future__ import annotations
 
-from agent.model import Chunk, Span
-from agent.otlp.conventions import Message, Role, SpanParts, chunk, conversation, identity, text
+from collections.abc import Mapping, Sequence
+
+from agent.model import AttributeValue, Chunk, Span
+from agent.otlp.conventions import (
+    NO_METADATA,
+    Message,
+    Role,
+    SpanParts,
+    chunk,
+    conversation,
+    identity,
+    metadata_keys,
+    metadata_record,
+    picked,
+    text,
+)
 
 QUERY = "ragpulse.query"
 CHUNKS = "ragpulse.chunks"
 CHUNK_IDS = "ragpulse.chunk_ids"
 CHUNK_SCORES = "ragpulse.chunk_scores"
+CHUNK_METADATA = "ragpulse.chunk_metadata"
 RESPONSE = "ragpulse.response"
 SEARCH_QUERY = "ragpulse.search.query"
 SEARCH_FAILED = "ragpulse.search.failed"
@@ -39,15 +55,27 @@ HISTORY_ROLES = "ragpulse.history.roles"
 HISTORY_CONTENTS = "ragpulse.history.contents"
 
 
-def _chunks(contents: object, ids: object, scores: object) -> tuple[Chunk, ...] | None:
+def _chunks(attributes: Mapping[str, AttributeValue], keys: tuple[str, ...]) -> tuple[Chunk, ...] | None:
+    contents = attributes.get(CHUNKS)
     if not isinstance(contents, list):
         return None
+    ids = attributes.get(CHUNK_IDS)
     ids = ids if isinstance(ids, list) else []
+    scores = attributes.get(CHUNK_SCORES)
     scores = scores if isinstance(scores, list) else []
+    metadata = attributes.get(CHUNK_METADATA) if keys else None
+    metadata = metadata if isinstance(metadata, list) else []
     chunks = [
         found
         for i, content in enumerate(contents)
-        if (found := chunk(content, ids[i] if i < len(ids) else None, scores[i] if i < len(scores) else None))
+        if (
+            found := chunk(
+                content,
+                ids[i] if i < len(ids) else None,
+                scores[i] if i < len(scores) else None,
+                picked(keys, metadata_record(metadata[i])) if i < len(metadata) else NO_METADATA,
+            )
+        )
     ]
     return tuple(chunks)
 
@@ -71,11 +99,15 @@ def _count(value: object) -> int | None:
 class Manual:
     name = "manual"
 
+    def __init__(self, metadata: Sequence[str] = ()) -> None:
+        """`metadata`: the document metadata keys to carry on chunks (none: metadata is not read)."""
+        self._keys = metadata_keys(metadata)
+
     def extract(self, span: Span) -> SpanParts | None:
         attributes = span.convention_attributes
         query = text(attributes.get(QUERY))
         response = text(attributes.get(RESPONSE))
-        chunks = _chunks(attributes.get(CHUNKS), attributes.get(CHUNK_IDS), attributes.get(CHUNK_SCORES))
+        chunks = _chunks(attributes, self._keys)
         session_id = identity(attributes, "session.id")
         if SEARCH_QUERY in attributes or SEARCH_FAILED in attributes:
             failed = attributes.get(SEARCH_FAILED) is True

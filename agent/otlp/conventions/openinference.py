@@ -10,17 +10,21 @@ LLM saw); LLM spans carry `llm.input_messages.<N>.message.{role,content}` and
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from agent.model import AttributeValue, Chunk, Span
 from agent.otlp.conventions import (
+    NO_METADATA,
     Message,
     Role,
     SpanParts,
     conversation,
     identity,
     last_user_message,
+    metadata_keys,
+    metadata_record,
     parse_json,
+    picked,
     string_in,
     sub_query,
     tool_documents,
@@ -82,8 +86,12 @@ def _has_documents(attributes: Mapping[str, AttributeValue]) -> bool:
     return any(key in attributes for key in _KEYS[_RETRIEVED][0])
 
 
-def _documents(attributes: Mapping[str, AttributeValue], prefix: str) -> tuple[Chunk, ...] | None:
-    """Documents `<prefix>.<N>.document.*` in index order; None when the span lists none."""
+def _documents(
+    attributes: Mapping[str, AttributeValue], prefix: str, keys: tuple[str, ...]
+) -> tuple[Chunk, ...] | None:
+    """Documents `<prefix>.<N>.document.*` in index order; None when the span lists none.
+    `keys`: the metadata keys to read from `document.metadata` (JSON); none: it is not parsed,
+    unless the score is only there."""
     chunks: list[Chunk] = []
     precomputed = _KEYS[prefix]
     get = attributes.get
@@ -97,9 +105,15 @@ def _documents(attributes: Mapping[str, AttributeValue], prefix: str) -> tuple[C
         if not isinstance(content, str):
             continue
         score = get(score_key)
-        if score is None:
-            # The LangChain instrumentor has no score attribute; retrievers that score put it
-            # in the document's metadata.
+        # The LangChain instrumentor has no score attribute; retrievers that score put it in the
+        # document's metadata. The metadata is parsed for that, or for the configured keys.
+        found = NO_METADATA
+        if keys:
+            metadata = metadata_record(get(metadata_key))
+            found = picked(keys, metadata)
+            if score is None and metadata is not None:
+                score = metadata.get("score")
+        elif score is None:
             metadata = parse_json(get(metadata_key))
             score = metadata.get("score") if isinstance(metadata, dict) else None
         doc_id = get(id_key)
@@ -108,6 +122,7 @@ def _documents(attributes: Mapping[str, AttributeValue], prefix: str) -> tuple[C
                 content,
                 doc_id if isinstance(doc_id, str) else (str(doc_id) if isinstance(doc_id, int) else None),
                 float(score) if isinstance(score, (float, int)) and not isinstance(score, bool) else None,
+                found,
             )
         )
     return tuple(chunks) if chunks else None
@@ -184,6 +199,10 @@ def _failed(span: Span) -> bool:
 class OpenInference:
     name = "openinference"
 
+    def __init__(self, metadata: Sequence[str] = ()) -> None:
+        """`metadata`: the document metadata keys to carry on chunks (none: metadata is not read)."""
+        self._keys = metadata_keys(metadata)
+
     def extract(self, span: Span) -> SpanParts | None:
         attributes = span.convention_attributes
         kind = attributes.get(KIND)
@@ -223,7 +242,7 @@ class OpenInference:
             return SpanParts(
                 Role.TOOL,
                 query=sub_query(attributes.get("input.value")),
-                chunks=None if failed or output is None else tool_documents(output),
+                chunks=None if failed or output is None else tool_documents(output, self._keys),
                 response=output,
                 session_id=session_id,
                 user_id=user_id,
@@ -235,11 +254,11 @@ class OpenInference:
             return SpanParts(
                 Role.RERANKER,
                 query=query if isinstance(query, str) else _value(attributes, "input", _QUERY_KEYS),
-                chunks=_documents(attributes, _RERANKED),
+                chunks=_documents(attributes, _RERANKED, self._keys),
                 session_id=session_id,
                 user_id=user_id,
             )
-        chunks = _documents(attributes, _RETRIEVED)
+        chunks = _documents(attributes, _RETRIEVED, self._keys)
         # A RETRIEVER span without documents is a search that found nothing.
         empty = role is Role.RETRIEVER and chunks is None and not _has_documents(attributes)
         return SpanParts(

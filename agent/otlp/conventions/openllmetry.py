@@ -47,11 +47,12 @@ from __future__ import annotations
 
 import ast
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agent.model import AttributeValue, Chunk, Span
 from agent.otlp.conventions import (
+    METADATA_MAX_CHARS,
     UNKNOWN_CHUNKS,
     Role,
     SpanParts,
@@ -59,7 +60,9 @@ from agent.otlp.conventions import (
     identity,
     last_user_message,
     message_fields,
+    metadata_keys,
     parse_json,
+    picked,
     string_in,
     sub_query,
     tool_documents,
@@ -104,26 +107,26 @@ def _entity(
     return None
 
 
-def _node(value: Any) -> Chunk | None:
+def _node(value: Any, keys: Sequence[str]) -> Chunk | None:
     """One LlamaIndex NodeWithScore (a dict, or JSON in a string) as a chunk."""
     if isinstance(value, str):
         value = parse_json(value)
     if not isinstance(value, Mapping) or not isinstance(value.get("node"), Mapping):
         return None
     node = value["node"]
-    return chunk(node.get("text"), node.get("id_"), value.get("score"))
+    return chunk(node.get("text"), node.get("id_"), value.get("score"), picked(keys, node.get("metadata")))
 
 
-def _nodes(value: Any) -> tuple[Chunk, ...] | None:
+def _nodes(value: Any, keys: Sequence[str]) -> tuple[Chunk, ...] | None:
     if not isinstance(value, list) or not value:
         return None
-    chunks = [found for item in value if (found := _node(item)) is not None]
+    chunks = [found for item in value if (found := _node(item, keys)) is not None]
     # All or nothing: a list that is not a list of nodes is some other step's output.
     return tuple(chunks) if len(chunks) == len(value) else None
 
 
 def _pipeline_parts(
-    attributes: Mapping[str, AttributeValue],
+    attributes: Mapping[str, AttributeValue], keys: Sequence[str]
 ) -> tuple[str | None, tuple[Chunk, ...] | None, str | None]:
     """A Haystack pipeline run: query from the components' inputs; answer and documents from an
     answer builder's output (or a generator's replies)."""
@@ -151,11 +154,11 @@ def _pipeline_parts(
             answers = outputs.get("answers")
             if isinstance(answers, list) and answers and isinstance(answers[0], Mapping):
                 response = response or text_of(answers[0].get("data"))
-                chunks = chunks or _haystack_documents(answers[0].get("documents"))
+                chunks = chunks or _haystack_documents(answers[0].get("documents"), keys)
             replies = outputs.get("replies")
             if isinstance(replies, list) and replies:
                 response = response or text_of(replies[0])
-            chunks = chunks or _haystack_documents(outputs.get("documents"))
+            chunks = chunks or _haystack_documents(outputs.get("documents"), keys)
     return query, chunks, response
 
 
@@ -179,18 +182,23 @@ def text_of(value: Any) -> str | None:
     return None
 
 
-def _haystack_documents(value: Any) -> tuple[Chunk, ...] | None:
+def _haystack_documents(value: Any, keys: Sequence[str]) -> tuple[Chunk, ...] | None:
     if not isinstance(value, list):
         return None
     chunks = [
         found
         for doc in value
-        if isinstance(doc, Mapping) and (found := chunk(doc.get("content"), doc.get("id"), doc.get("score")))
+        if isinstance(doc, Mapping)
+        and (
+            found := chunk(
+                doc.get("content"), doc.get("id"), doc.get("score"), picked(keys, doc.get("meta"), doc)
+            )
+        )
     ]
     return tuple(chunks) if chunks else None
 
 
-def _documents(value: Any) -> tuple[Chunk, ...] | None:
+def _documents(value: Any, keys: Sequence[str]) -> tuple[Chunk, ...] | None:
     documents = value.get("documents") if isinstance(value, Mapping) else None
     if not isinstance(documents, list):
         return None
@@ -200,7 +208,12 @@ def _documents(value: Any) -> tuple[Chunk, ...] | None:
             continue
         metadata = doc.get("metadata")
         metadata = metadata if isinstance(metadata, Mapping) else {}
-        found = chunk(doc.get("page_content"), doc.get("id") or metadata.get("id"), metadata.get("score"))
+        found = chunk(
+            doc.get("page_content"),
+            doc.get("id") or metadata.get("id"),
+            metadata.get("score"),
+            picked(keys, metadata, doc),
+        )
         if found is not None:
             chunks.append(found)
     return tuple(chunks) if chunks else None
@@ -230,27 +243,34 @@ def _record_text(record: Mapping[str, Any] | None) -> str | None:
     return found
 
 
-def _hit(name: str, hit: Mapping[str, AttributeValue]) -> Chunk | None:
-    """One vector-DB result event as a chunk; None when it carries no text."""
+def _hit(name: str, hit: Mapping[str, AttributeValue], keys: Sequence[str]) -> Chunk | None:
+    """One vector-DB result event as a chunk; None when it carries no text. The metadata keys
+    are read from the hit's metadata (Chroma, Pinecone), entity (Milvus search) or row (query)."""
     if name == _SEARCH_EVENT:
-        return chunk(
-            _record_text(_record(hit.get("db.search.result.entity"))), hit.get("db.search.result.id")
-        )
+        entity = _record(hit.get("db.search.result.entity"))
+        return chunk(_record_text(entity), hit.get("db.search.result.id"), None, picked(keys, entity))
     if "db.query.result.id" in hit or "db.query.result.document" in hit:
         content = hit.get("db.query.result.document")
+        metadata = hit.get("db.query.result.metadata")
+        record = None
         if not isinstance(content, str):
-            content = _record_text(_record(hit.get("db.query.result.metadata")))
-        return chunk(content, hit.get("db.query.result.id"), hit.get("db.query.result.score"))
-    return chunk(_record_text(hit), hit.get("id"))  # Milvus `query`: the row's own fields
+            record = _record(metadata)
+            content = _record_text(record)
+        elif keys and isinstance(metadata, str) and len(metadata) <= METADATA_MAX_CHARS:
+            record = _record(metadata)  # read only for its keys: bounded like any metadata
+        return chunk(
+            content, hit.get("db.query.result.id"), hit.get("db.query.result.score"), picked(keys, record)
+        )
+    return chunk(_record_text(hit), hit.get("id"), None, picked(keys, hit))  # Milvus `query`: the row
 
 
-def _result_events(span: Span) -> tuple[Chunk, ...] | None:
+def _result_events(span: Span, keys: Sequence[str]) -> tuple[Chunk, ...] | None:
     """The hits in event order (the database's rank order); UNKNOWN_CHUNKS when any hit has no
     text (the context would be a subset of what the model saw, so it is unknown, never guessed)."""
     chunks = []
     for event in span.events:
         if event.name in _HIT_EVENTS:
-            found = _hit(event.name, event.attributes)
+            found = _hit(event.name, event.attributes, keys)
             if found is None:
                 return UNKNOWN_CHUNKS
             chunks.append(found)
@@ -313,7 +333,7 @@ def _tool_output(attributes: Mapping[str, AttributeValue]) -> tuple[str | None, 
         return None, None, False
 
 
-def _tool(span: Span, session_id: str | None, user_id: str | None) -> SpanParts:
+def _tool(span: Span, session_id: str | None, user_id: str | None, keys: Sequence[str]) -> SpanParts:
     """A tool span (`traceloop.span.kind=tool`): LangChain / LangGraph tools, the OpenAI Agents
     SDK's function tools, the Traceloop `@tool` decorator."""
     attributes = span.convention_attributes
@@ -323,7 +343,7 @@ def _tool(span: Span, session_id: str | None, user_id: str | None) -> SpanParts:
     return SpanParts(
         Role.TOOL,
         query=query,
-        chunks=None if failed or output is None else tool_documents(output),
+        chunks=None if failed or output is None else tool_documents(output, keys),
         response=output,
         session_id=session_id,
         user_id=user_id,
@@ -347,10 +367,12 @@ def _indexed(attributes: Mapping[str, AttributeValue], prefix: str, role: str | 
 class OpenLLMetry:
     name = "openllmetry"
 
-    def __init__(self) -> None:
+    def __init__(self, metadata: Sequence[str] = ()) -> None:
+        """`metadata`: the document metadata keys to carry on chunks (none: metadata is not read)."""
         from agent.otlp.conventions.genai import GenAI
 
-        self._genai: GenAI | None = GenAI()
+        self._keys = metadata_keys(metadata)
+        self._genai: GenAI | None = GenAI(self._keys)
 
     def extract(self, span: Span) -> SpanParts | None:
         attributes = span.convention_attributes
@@ -360,7 +382,7 @@ class OpenLLMetry:
         if isinstance(kind, str):
             if kind in ("workflow", "agent"):
                 if span.name.startswith("haystack_pipeline"):
-                    query, chunks, response = _pipeline_parts(attributes)
+                    query, chunks, response = _pipeline_parts(attributes, self._keys)
                     return SpanParts(Role.CHAIN, query, chunks, response, session_id, user_id)
                 return SpanParts(
                     Role.CHAIN,
@@ -371,14 +393,14 @@ class OpenLLMetry:
                     user_id=user_id,
                 )
             if kind == "tool":
-                return _tool(span, session_id, user_id)
+                return _tool(span, session_id, user_id, self._keys)
             if attributes.get("gen_ai.operation.name") == _RETRIEVE or span.name.startswith(_RETRIEVE):
                 request = parse_json(attributes.get(_ENTITY_INPUT))
                 query = string_in(request.get("query"), _QUERY_KEYS) if isinstance(request, Mapping) else None
                 return SpanParts(
                     Role.RETRIEVER,
                     query=query,
-                    chunks=_documents(parse_json(attributes.get(_ENTITY_OUTPUT))),
+                    chunks=_documents(parse_json(attributes.get(_ENTITY_OUTPUT)), self._keys),
                     session_id=session_id,
                     user_id=user_id,
                 )
@@ -389,7 +411,7 @@ class OpenLLMetry:
                     return parts._replace(
                         session_id=parts.session_id or session_id, user_id=parts.user_id or user_id
                     )
-            nodes = _nodes(parse_json(attributes.get(_ENTITY_OUTPUT)))
+            nodes = _nodes(parse_json(attributes.get(_ENTITY_OUTPUT)), self._keys)
             if nodes is not None:
                 # LlamaIndex retrievers return nodes; node postprocessors (rerankers) take nodes too.
                 request = parse_json(attributes.get(_ENTITY_INPUT))
@@ -413,7 +435,7 @@ class OpenLLMetry:
             return SpanParts(
                 Role.RETRIEVER,
                 query=db_query if isinstance(db_query, str) else None,
-                chunks=_result_events(span),
+                chunks=_result_events(span, self._keys),
                 session_id=session_id,
                 user_id=user_id,
             )

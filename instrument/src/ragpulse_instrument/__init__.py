@@ -8,6 +8,14 @@ For apps that no instrumentor covers::
     answer = generate(question, docs)
     record_interaction(query=question, chunks=[d.text for d in docs], response=answer)
 
+    # with each chunk's metadata (ragpulse can name documents by a key of it: documents_key)
+    record_interaction(
+        query=question,
+        chunks=[d.text for d in docs],
+        chunk_metadata=[{"source": d.path, "page": d.page} for d in docs],
+        response=answer,
+    )
+
     # an agent answer given several searches (in the order the model got their results)
     record_interaction(
         query=question,
@@ -35,6 +43,7 @@ set-up decides where spans go.
 | `ragpulse.chunks` | string[] | retrieved passages, in the rank order the app used them |
 | `ragpulse.chunk_ids` | string[] | optional, same order |
 | `ragpulse.chunk_scores` | double[] | optional, same order |
+| `ragpulse.chunk_metadata` | string[] | optional, same order: each chunk's metadata as a JSON object |
 | `ragpulse.response` | string | the answer |
 | `ragpulse.search.query` | string | on a search span: the query it searched with ("" if none) |
 | `ragpulse.search.failed` | boolean | on a search span: the search failed (its chunks are not read) |
@@ -46,6 +55,7 @@ set-up decides where spans go.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections import OrderedDict
@@ -58,6 +68,7 @@ from opentelemetry import trace
 __all__ = [
     "CHUNKS",
     "CHUNK_IDS",
+    "CHUNK_METADATA",
     "CHUNK_SCORES",
     "HISTORY_CONTENTS",
     "HISTORY_ROLES",
@@ -73,12 +84,13 @@ __all__ = [
     "record_interaction",
     "record_search",
 ]
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 QUERY = "ragpulse.query"
 CHUNKS = "ragpulse.chunks"
 CHUNK_IDS = "ragpulse.chunk_ids"
 CHUNK_SCORES = "ragpulse.chunk_scores"
+CHUNK_METADATA = "ragpulse.chunk_metadata"
 RESPONSE = "ragpulse.response"
 SEARCH_QUERY = "ragpulse.search.query"
 SEARCH_FAILED = "ragpulse.search.failed"
@@ -93,6 +105,8 @@ SEARCH_SPAN_NAME = "rag.search"
 _Attributes = dict[str, Union[str, bool, int, list[str], list[float]]]  # noqa: UP007
 # An earlier turn: ("user" | "assistant", text), or a chat message {"role": ..., "content": ...}.
 Turn = Union[tuple[str, str], Mapping[str, str]]  # noqa: UP007
+# A chunk's metadata: its source, file name, URL, page... (strings and numbers are read).
+Metadata = Mapping[str, object]
 
 
 class _Pending:
@@ -131,6 +145,7 @@ class Search:
     chunk_ids: Sequence[str] | None = None
     chunk_scores: Sequence[float] | None = None
     failed: bool = False  # it raised or timed out: counted, its chunks are not read
+    chunk_metadata: Sequence[Metadata] | None = None
 
 
 def _chunk_attributes(
@@ -138,12 +153,15 @@ def _chunk_attributes(
     chunks: Sequence[str],
     chunk_ids: Sequence[str] | None,
     chunk_scores: Sequence[float] | None,
+    chunk_metadata: Sequence[Metadata] | None = None,
 ) -> None:
     attributes[CHUNKS] = [str(c) for c in chunks]
     if chunk_ids is not None:
         attributes[CHUNK_IDS] = [str(i) for i in chunk_ids]
     if chunk_scores is not None:
         attributes[CHUNK_SCORES] = [float(s) for s in chunk_scores]
+    if chunk_metadata is not None:
+        attributes[CHUNK_METADATA] = [json.dumps(dict(m), default=str) for m in chunk_metadata]
 
 
 def _search_attributes(search: Search) -> _Attributes:
@@ -151,7 +169,9 @@ def _search_attributes(search: Search) -> _Attributes:
     if search.failed:
         attributes[SEARCH_FAILED] = True
     else:
-        _chunk_attributes(attributes, search.chunks, search.chunk_ids, search.chunk_scores)
+        _chunk_attributes(
+            attributes, search.chunks, search.chunk_ids, search.chunk_scores, search.chunk_metadata
+        )
     return attributes
 
 
@@ -177,6 +197,7 @@ def record_search(
     chunk_ids: Sequence[str] | None = None,
     chunk_scores: Sequence[float] | None = None,
     failed: bool = False,
+    chunk_metadata: Sequence[Metadata] | None = None,
     span: trace.Span | None = None,
     tracer: trace.Tracer | None = None,
 ) -> None:
@@ -189,7 +210,7 @@ def record_search(
             trace of its own and joins no answer: pass `searches=` to `record_interaction` then.
         tracer: the tracer for that new span; default: the global tracer provider's.
     """
-    attributes = _search_attributes(Search(query, chunks, chunk_ids, chunk_scores, failed))
+    attributes = _search_attributes(Search(query, chunks, chunk_ids, chunk_scores, failed, chunk_metadata))
     if span is not None and span.is_recording():
         span.set_attributes(attributes)
         _pending.add(span.get_span_context().trace_id)
@@ -206,6 +227,7 @@ def record_interaction(
     response: str | None,
     chunk_ids: Sequence[str] | None = None,
     chunk_scores: Sequence[float] | None = None,
+    chunk_metadata: Sequence[Metadata] | None = None,
     searches: Sequence[Search] | None = None,
     session_id: str | None = None,
     history: Sequence[Turn] | None = None,
@@ -218,6 +240,8 @@ def record_interaction(
         chunks: the ranked passages of a single retrieval. Leave it out when the answer was given
             several searches: pass them as `searches` (in the order the model got their results),
             or record each with `record_search` inside the same span beforehand.
+        chunk_metadata: each chunk's metadata (same order as `chunks`), e.g. `{"source": path}`:
+            ragpulse can name documents by one of its keys (its `documents_key` setting).
         searches: every search the answer was given, each written as a `rag.search` span inside
             the answer's span; ragpulse reads them as one interaction with all their chunks in
             order (de-duplicated) and their queries as its sub-queries.
@@ -229,13 +253,15 @@ def record_interaction(
         tracer: the tracer for new spans; default: the global tracer provider's.
 
     Raises:
-        ValueError: both `chunks` and `searches` given.
+        ValueError: both `chunks` and `searches` given, or `chunk_metadata` without `chunks`.
     """
     if chunks is not None and searches is not None:
         raise ValueError("pass either chunks (one retrieval) or searches (several), not both")
+    if chunk_metadata is not None and chunks is None:
+        raise ValueError("chunk_metadata goes with chunks (a search's goes on its Search)")
     attributes: _Attributes = {QUERY: query}
     if chunks is not None:
-        _chunk_attributes(attributes, chunks, chunk_ids, chunk_scores)
+        _chunk_attributes(attributes, chunks, chunk_ids, chunk_scores, chunk_metadata)
     if response is not None:
         attributes[RESPONSE] = response
     if session_id is not None:
