@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from agent.commands.eval import resume_collector
 from agent.config import Settings
 from agent.offline.evaluate import (
     ItemResult,
@@ -134,7 +135,8 @@ async def _score_all(
     from agent.telemetry import JudgeTelemetry
 
     # The judge's instruments on a registry nobody scrapes: offline, there is no /metrics.
-    judge = build_judge(settings, JudgeTelemetry(CollectorRegistry()))
+    judge = build_judge(settings, JudgeTelemetry(CollectorRegistry()))  # waits for litellm's import
+    resume_collector()
     evaluator = OfflineEvaluator(judge, metrics, k=k, concurrency=settings.pipeline.eval_concurrency)
     scored: list[Scored] = []
     for n, (path, (items, bad)) in enumerate(zip(files, loaded, strict=True)):
