@@ -53,7 +53,7 @@ def _main(args: argparse.Namespace, settings: Settings) -> int:
     atexit.unregister(gc.freeze)  # once, however often the command runs in one process
     atexit.register(gc.freeze)
     collecting = gc.isenabled()
-    gc.disable()  # until eval_run has built the judge (resume_collector)
+    gc.disable()  # until eval_run has built the judge
     try:
         if not settings.judge.is_local:
             threading.Thread(target=_import_judge_client, name="import-litellm", daemon=True).start()
@@ -65,13 +65,6 @@ def _main(args: argparse.Namespace, settings: Settings) -> int:
             gc.enable()
         else:  # an in-process caller's choice, restored
             gc.disable()
-
-
-def resume_collector() -> None:
-    """The imports are over: the collector runs again. What they built lives until exit, so it
-    is frozen out of the collector's walks instead of being walked by its first full collection."""
-    gc.freeze()
-    gc.enable()
 
 
 def _import_judge_client() -> None:
