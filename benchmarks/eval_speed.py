@@ -4,9 +4,11 @@
   knowledge base, answer; each question made unique so that no verdict comes from the cache)
   scored with the four reference-free metrics, end to end through the CLI (`python -m agent
   eval`), against the OpenAI-compatible test LLM server answering after 300 ms. Printed: the
-  command's wall time (process start, imports, scoring, summary and report), the judge's own
-  time (the time during which the server was answering at least one request: what no client
-  can save) and the judge calls per sample, counted at the server.
+  command's wall time (process start, imports, scoring, summary and report), its CPU time (user
+  + system: the command is CPU-bound apart from waiting on the judge, so on a busy machine the
+  wall time grows and the CPU time much less), the judge's own time (the time during which the
+  server was answering at least one request: what no client can save) and the judge calls per
+  sample, counted at the server; and the load average when the run began.
 - throughput (`--items 1000`): the same with more samples, on the local lexical judge and the
   test LLM server; items/s = items / wall time of the command.
 - demo (`--demo`): wall time from launching `python -m agent demo` to the first non-zero
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -92,42 +95,47 @@ def llm_env(server: FakeLLMServer) -> dict[str, str]:
     }
 
 
-def time_eval(data: Path, out: Path, env: dict[str, str]) -> float:
+def time_eval(data: Path, out: Path, env: dict[str, str]) -> tuple[float, float]:
+    """The command's wall time and CPU time (user + system), in seconds."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     run = subprocess.run(
         [sys.executable, "-m", "agent", "eval", str(data), "--out", str(out), "--metrics", METRICS],
         cwd=ROOT, env=clean_env(env), capture_output=True, text=True, timeout=3600,
     )  # fmt: skip
     elapsed = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if run.returncode != 0:
         raise SystemExit(run.stderr)
     summary = json.loads((out / "summary.json").read_text())
     errors = sum(m["errors"] for m in summary["metrics"].values())
     if errors:
         raise SystemExit(f"{errors} judge errors: the figure would not be a throughput")
-    return elapsed
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    return elapsed, cpu
 
 
 def latency_run(work: Path, samples: int, latency: float, k: int) -> None:
     data = work / "samples.jsonl"
     write_items(data, samples, k)
+    load = os.getloadavg()[0]
     with TimedServer(latency=latency) as server:
-        wall = time_eval(data, work / "latency", llm_env(server))
+        wall, cpu = time_eval(data, work / "latency", llm_env(server))
         calls, judge = server.stats.calls, server.busy_seconds()
     line(
-        f"eval, {samples} samples, k={k}, test LLM judge at {latency * 1000:.0f} ms: wall {wall:.2f}s, "
-        f"judge's own time {judge:.2f}s, not judging {wall - judge:.2f}s; "
-        f"{calls} judge calls = {calls / samples:.2f} per sample"
+        f"eval, {samples} samples, k={k}, test LLM judge at {latency * 1000:.0f} ms: wall {wall:.2f}s "
+        f"(CPU {cpu:.2f}s), judge's own time {judge:.2f}s, not judging {wall - judge:.2f}s; "
+        f"{calls} judge calls = {calls / samples:.2f} per sample; load average {load:.1f}"
     )
 
 
 def throughput_run(work: Path, items: int, latency: float) -> None:
     data = work / "items.jsonl"
     write_items(data, items)
-    local = time_eval(data, work / "local", {})
+    local, _ = time_eval(data, work / "local", {})
     line(f"eval, lexical judge: {items} items in {local:.1f}s = {items / local:.0f} items/s")
     with TimedServer(latency=latency) as server:
-        llm = time_eval(data, work / "llm", llm_env(server))
+        llm, _ = time_eval(data, work / "llm", llm_env(server))
         calls = server.stats.calls
     line(
         f"eval, test LLM judge at {latency * 1000:.0f} ms: {items} items in {llm:.1f}s = "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import math
 import sys
@@ -134,7 +135,12 @@ async def _score_all(
     from agent.telemetry import JudgeTelemetry
 
     # The judge's instruments on a registry nobody scrapes: offline, there is no /metrics.
-    judge = build_judge(settings, JudgeTelemetry(CollectorRegistry()))
+    judge = build_judge(settings, JudgeTelemetry(CollectorRegistry()))  # waits for litellm's import
+    # The imports are over: the cycle collector, paused by the command (agent/commands/eval.py),
+    # runs again. What they built lives until exit, so it is frozen out of the collector's walks
+    # instead of being walked by its first full collection.
+    gc.freeze()
+    gc.enable()
     evaluator = OfflineEvaluator(judge, metrics, k=k, concurrency=settings.pipeline.eval_concurrency)
     scored: list[Scored] = []
     for n, (path, (items, bad)) in enumerate(zip(files, loaded, strict=True)):

@@ -652,3 +652,28 @@ def test_a_repair_that_times_out_keeps_the_first_answers_valid_verdicts(fake: Fa
         assert retried.retryable is None and all(r.outcome is Outcome.OK for r in retried.results)
 
     asyncio.run(scenario())
+
+
+def test_the_test_llm_server_takes_many_connections_at_once() -> None:
+    """An eval's judge calls connect all at once (30 in benchmarks/eval_speed.py). With
+    socketserver's backlog of 5 the kernel dropped most of them, and the client retried each a
+    second later: a delay no provider adds, which the benchmark counted as the client's."""
+    import select
+    import socket
+
+    server = FakeLLMServer()  # listening; not accepting yet, so only the backlog holds connections
+    clients = [socket.socket() for _ in range(64)]
+    try:
+        for client in clients:
+            client.setblocking(False)
+            client.connect_ex(("127.0.0.1", server.port))
+        deadline = time.monotonic() + 0.5  # well before the kernel's first retry, after 1 s
+        waiting = list(clients)
+        while waiting and time.monotonic() < deadline:
+            _, connected, _ = select.select([], waiting, [], 0.05)
+            waiting = [c for c in waiting if c not in connected]
+        assert not waiting, f"{len(waiting)} of 64 connections were not taken"
+    finally:
+        for client in clients:
+            client.close()
+        server.start().stop()

@@ -202,6 +202,13 @@ def answer(user: str) -> dict[str, Any]:
     raise ValueError(f"unknown question kind {kind!r}")
 
 
+class _Listener(ThreadingHTTPServer):
+    # socketserver's default backlog is 5: 30 judge calls connecting at once overflowed it, and
+    # the dropped connections were retried by the client's kernel a second later, a delay no
+    # provider's server adds.
+    request_queue_size = 128
+
+
 class FakeLLMServer:
     """The server; `start()` serves on 127.0.0.1 in a background thread."""
 
@@ -229,7 +236,7 @@ class FakeLLMServer:
         self._script: collections.deque[str] = collections.deque()
         self._always: str | None = None
         self._closing = threading.Event()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
+        self._httpd = _Listener(("127.0.0.1", port), self._handler())
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
 

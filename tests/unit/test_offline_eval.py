@@ -196,3 +196,49 @@ def test_pairs_by_question_when_files_have_no_ids() -> None:
     pairs, by = pair_results(a, b)
     assert by == "question"
     assert [(x.item.question, y.item.question) for x, y in pairs] == [("What?", "What?"), ("Why?", "Why?")]
+
+
+@pytest.mark.parametrize("collecting", [True, False])
+def test_eval_pauses_the_collector_until_its_judge_is_built_and_restores_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, collecting: bool
+) -> None:
+    """Imports (litellm's, for an LLM judge) build half a million objects and no garbage: the
+    cycle collector waits until the judge is built, runs while scoring, and is left as found."""
+    import argparse
+    import gc
+
+    import agent.build
+    import agent.commands.eval_run
+    from agent.commands.eval import _main as eval_command
+    from agent.config import Settings
+
+    seen: dict[str, bool] = {}
+    build_judge, summarise_ = agent.build.build_judge, agent.commands.eval_run.summarise
+
+    def building(*args: object, **kwargs: object) -> object:
+        seen["building the judge"] = gc.isenabled()
+        return build_judge(*args, **kwargs)  # type: ignore[arg-type]
+
+    def summarising(*args: object, **kwargs: object) -> object:
+        seen["summarising"] = gc.isenabled()
+        return summarise_(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(agent.build, "build_judge", building)
+    monkeypatch.setattr(agent.commands.eval_run, "summarise", summarising)
+    data = _write_jsonl(tmp_path / "set.jsonl", [{"question": "Capital of France?", "response": "Paris."}])
+    args = argparse.Namespace(
+        files=[str(data)], out=str(tmp_path / "out"), metrics=None, judge_model=None, k=5,
+        compare=False, labels=None, calibration=None,
+    )  # fmt: skip
+    was = gc.isenabled()
+    try:
+        (gc.enable if collecting else gc.disable)()
+        assert eval_command(args, Settings(judge_model="lexical")) == 0
+        assert seen == {"building the judge": False, "summarising": True}
+        assert gc.isenabled() is collecting
+        # Ended before the judge was built (no usable line): the collector is left as found too.
+        args.files = [str(_write_jsonl(tmp_path / "bad.jsonl", ["not json"]))]
+        assert eval_command(args, Settings(judge_model="lexical")) == 1
+        assert gc.isenabled() is collecting
+    finally:
+        (gc.enable if was else gc.disable)()
