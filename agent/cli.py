@@ -13,7 +13,6 @@ import functools
 import json
 import logging
 import os
-import signal
 import sys
 import traceback
 from collections.abc import Callable, Sequence
@@ -26,6 +25,7 @@ from agent.commands.calibrate import add_commands as add_trust_commands
 from agent.commands.logs import configure_logging
 from agent.config import ConfigError, Settings, describe_settings, load_settings
 from agent.infra.secrets import MASK, mask, mask_url
+from agent.infra.stopping import stop_on_signals, unless_stopped
 
 log = logging.getLogger("ragpulse")
 
@@ -125,16 +125,11 @@ async def _run(settings: Settings) -> None:
     from agent.build import build_agent
 
     agent = build_agent(settings)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    # A signal while start-up still waits for a dependency (Kafka, Redis) stops it there.
-    starting = asyncio.create_task(agent.start(), name="start")
-    stopping = asyncio.create_task(stop.wait(), name="stop-signal")
-    await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
-    if starting.done():
-        starting.result()  # a start-up failure ends the command here (reported by main)
+    stop = stop_on_signals()
+    # A signal while start-up still waits for a dependency (Kafka, Redis) stops it there; a
+    # start-up failure ends the command here (reported by main).
+    await unless_stopped(stop, agent.start())
+    if not stop.is_set():
         awaited = ", ".join(f"{d.name} at {d.endpoint}" for d in agent.dependencies.awaited())
         log.info(
             "ragpulse %s running (judge=%s, sample_rate=%s)%s",
@@ -143,10 +138,7 @@ async def _run(settings: Settings) -> None:
             settings.sampling.rate,
             f"; waiting for {awaited} before taking spans" if awaited else "",
         )
-        await stopping
-    else:
-        starting.cancel()
-        await asyncio.gather(starting, return_exceptions=True)
+        await stop.wait()
     log.info(
         "stopping: finishing in-flight evaluations (up to %.0fs)", settings.pipeline.shutdown_timeout_seconds
     )

@@ -5,9 +5,11 @@ the golden set over real HTTP with its own traceparent."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -33,11 +35,14 @@ from tests.support.repo import ROOT
 pytestmark = pytest.mark.integration
 
 SAMPLE_RATE = 0.02  # production sampling: a quiet service yields almost no streaming scores
+ASSEMBLY_WAIT = 3  # seconds
 
 
 @pytest.fixture(scope="module")
 def agent() -> Iterator[AgentProcess]:
-    process = AgentProcess(["--sample-rate", str(SAMPLE_RATE)], env={"RAGPULSE_ASSEMBLY_WAIT_SECONDS": "3"})
+    process = AgentProcess(
+        ["--sample-rate", str(SAMPLE_RATE)], env={"RAGPULSE_ASSEMBLY_WAIT_SECONDS": str(ASSEMBLY_WAIT)}
+    )
     try:
         process.wait_ready()
         yield process
@@ -151,6 +156,56 @@ def test_probe_schedule_sends_a_round_every_interval_until_stopped(
     scrape = agent.wait_for(lambda s: items_scored(s, "scheduled") >= rounds * len(GOLDEN), timeout=15)
     assert items_scored(scrape, "scheduled") >= rounds * len(GOLDEN)
     assert scrape.total("ragpulse_probe_items_total", probe_set="scheduled", outcome="fail") == 0
+
+
+def test_sigterm_stops_a_scheduled_prober_once_the_requests_in_flight_are_answered(
+    agent: AgentProcess, app: ProbeApp, golden: Path
+) -> None:
+    """What Kubernetes and docker send: the round under way finishes the requests in flight,
+    sends no more, exports every span, and the prober exits 0 at once."""
+    argv, env = probe_command(
+        f"http://127.0.0.1:{agent.otlp_port}", app.url, golden, "--schedule",
+        "--set", "probes_interval_seconds=1", "--set", "probes_concurrency=1", set_name="terminated",
+    )  # fmt: skip
+    received = app.state.requests
+    app.slow(0.5)  # a round of 5 items, one at a time, takes 2.5 s
+    process = subprocess.Popen(
+        argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        # The first round done and the second under way: a request of it is at the app.
+        deadline = time.monotonic() + 60
+        while app.state.requests < received + len(GOLDEN) + 1:
+            assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+            time.sleep(0.02)
+        process.send_signal(signal.SIGTERM)
+        signalled = time.monotonic()
+        out, err = process.communicate(timeout=20)
+        took = time.monotonic() - signalled
+    finally:
+        app.slow(0)
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, out + err
+    assert took < 5, f"stopped {took:.1f}s after SIGTERM"
+    rounds = out.splitlines()
+    assert rounds[0] == f"probe round of terminated: {len(GOLDEN)} request(s), 0 failed", out
+    cut = re.fullmatch(
+        r"probe round of terminated: (\d) request\(s\), 0 failed; stopped, (\d) not sent", rounds[1]
+    )
+    assert cut is not None and len(rounds) == 2, out
+    sent, unsent = int(cut[1]), int(cut[2])
+    assert sent >= 1 and sent + unsent == len(GOLDEN)
+    # Nothing was sent after the signal but the requests in flight, and the prober's span of
+    # every request the app answered reached the agent, which scored each one.
+    assert app.state.requests - received == len(GOLDEN) + sent
+    expected = len(GOLDEN) + sent
+    scrape = agent.wait_for(lambda s: items_scored(s, "terminated") >= expected, timeout=30)
+    assert items_scored(scrape, "terminated") == expected, agent.log()
+    time.sleep(ASSEMBLY_WAIT + 1)  # a probe span without the app's spans would be trace_missing by now
+    scrape = agent.wait_for(lambda s: True)
+    assert items_scored(scrape, "terminated") == expected
+    assert scrape.total("ragpulse_probe_failures_total", probe_set="terminated") == 0
 
 
 def test_a_judge_that_shifts_trips_the_canary_while_probe_scores_stay_put(

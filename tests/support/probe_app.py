@@ -4,7 +4,7 @@ RAG span (the `ragpulse.*` layout), exporting OTLP/HTTP to the agent under test.
 
 Retrieval ranks a small knowledge base by word overlap with the question; the answer is the top
 passage. `regress()` injects a retrieval regression: the ranking is reversed, so the relevant
-documents drop out of the top k.
+documents drop out of the top k; `slow()` delays each answer.
 """
 
 from __future__ import annotations
@@ -66,6 +66,7 @@ def answer(question: str, regressed: bool = False) -> tuple[list[tuple[str, str]
 class _State:
     regressed: bool = False
     requests: int = 0
+    delay: float = 0.0  # seconds each answer takes
 
 
 class ProbeApp:
@@ -95,6 +96,8 @@ class ProbeApp:
             body = await request.json()
             question = str(body["question"])
             state.requests += 1
+            if state.delay:
+                await asyncio.sleep(state.delay)
             with tracer.start_as_current_span("rag") as span:
                 chunks, text = answer(question, state.regressed)
                 span.set_attribute("ragpulse.query", question)
@@ -114,6 +117,10 @@ class ProbeApp:
 
     def regress(self, on: bool = True) -> None:
         self.state.regressed = on
+
+    def slow(self, seconds: float) -> None:
+        """Each answer takes `seconds` (0: at once)."""
+        self.state.delay = seconds
 
     def start(self) -> ProbeApp:
         import uvicorn
