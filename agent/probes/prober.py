@@ -53,7 +53,7 @@ class Endpoint:
     name: str = "app"
     method: str = "POST"
     body: Any = field(default_factory=lambda: {"question": "{question}"})
-    headers: Mapping[str, str] = field(default_factory=dict)
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False)  # may hold a credential
     answer_path: str = "answer"
 
 

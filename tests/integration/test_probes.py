@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.support.agent_process import AgentProcess
 from tests.support.llm_server import FakeLLMServer
@@ -206,6 +207,64 @@ def test_sigterm_stops_a_scheduled_prober_once_the_requests_in_flight_are_answer
     scrape = agent.wait_for(lambda s: True)
     assert items_scored(scrape, "terminated") == expected
     assert scrape.total("ragpulse_probe_failures_total", probe_set="terminated") == 0
+
+
+PROBE_TOKEN = "probe-token-4e1d7a9b"
+API_KEY = "planted-app-key-2c6f"
+
+
+def test_endpoint_credentials_reach_the_app_and_are_shown_nowhere(
+    agent: AgentProcess, app: ProbeApp, golden: Path, tmp_path: Path
+) -> None:
+    """Headers of probe endpoints can carry credentials: `validate-config` shows them as ***,
+    the prober's DEBUG log and its error lines never show them, and the app gets them."""
+
+    def settings_file(name: str, token: str) -> Path:
+        endpoint = {"name": "ask", "url": app.url, "answer_path": "data.answer",
+                    "headers": {"Authorization": f"Bearer {token}", "x-api-key": API_KEY,
+                                "x-tenant": "capitals"}}  # fmt: skip
+        probes = {"endpoints": [endpoint], "set_name": "guarded",
+                  "otlp_endpoint": f"http://127.0.0.1:{agent.otlp_port}"}  # fmt: skip
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump({"probes": probes}))
+        return path
+
+    def ragpulse(*args: str) -> subprocess.CompletedProcess[str]:
+        env = {"PATH": "/usr/bin:/bin", "RAGPULSE_LOG_LEVEL": "DEBUG"}
+        return subprocess.run([sys.executable, "-m", "agent", *args], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+
+    def assert_hidden(done: subprocess.CompletedProcess[str], *secrets: str) -> None:
+        for secret in secrets:
+            assert secret not in done.stdout + done.stderr, f"{secret!r} shown by {done.args[3:]}"
+
+    config = settings_file("probes", PROBE_TOKEN)
+    shown = ragpulse("validate-config", "--config", str(config))
+    assert shown.returncode == 0, shown.stderr
+    assert_hidden(shown, PROBE_TOKEN, API_KEY)
+    endpoint = json.loads(shown.stdout)["probes"]["endpoints"][0]
+    assert endpoint["headers"] == {"Authorization": "***", "x-api-key": "***", "x-tenant": "capitals"}
+    listed = ragpulse("validate-config", "--list", "--config", str(config))
+    assert listed.returncode == 0 and "probes_endpoints" in listed.stdout, listed.stderr
+    assert_hidden(listed, PROBE_TOKEN, API_KEY)
+
+    app.require_token(PROBE_TOKEN)
+    try:
+        sent = len(app.state.authorizations)
+        done = ragpulse("probe", "--config", str(config), "--golden", str(golden))
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert f"probe round of guarded: {len(GOLDEN)} request(s), 0 failed" in done.stdout
+        assert app.state.authorizations[sent:] == [f"Bearer {PROBE_TOKEN}"] * len(GOLDEN)
+        assert_hidden(done, PROBE_TOKEN, API_KEY)
+        # A token the app refuses: each request's error line names the status, not the token.
+        refused = ragpulse(
+            "probe", "--config", str(settings_file("revoked", "revoked-token-8d2f")), "--golden", str(golden)
+        )
+    finally:
+        app.require_token(None)
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert refused.stderr.count(": HTTP 401") == len(GOLDEN), refused.stderr
+    assert_hidden(refused, "revoked-token-8d2f", API_KEY)
 
 
 def test_a_judge_that_shifts_trips_the_canary_while_probe_scores_stay_put(
