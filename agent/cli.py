@@ -13,19 +13,20 @@ import functools
 import json
 import logging
 import os
-import signal
 import sys
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, SecretStr
+from pydantic.fields import FieldInfo
 
 from agent import __version__
 from agent.commands.calibrate import add_commands as add_trust_commands
 from agent.commands.logs import configure_logging
-from agent.config import ConfigError, Settings, describe_settings, load_settings
-from agent.infra.secrets import MASK, mask, mask_url
+from agent.config import HTTP_HEADERS, ConfigError, Settings, describe_settings, load_settings
+from agent.infra.secrets import MASK, is_secret_header, mask, mask_url, shown_headers
+from agent.infra.stopping import stop_on_signals, unless_stopped
 
 log = logging.getLogger("ragpulse")
 
@@ -93,13 +94,16 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def display_settings(settings: Settings) -> str:
-    """The settings as JSON for people to read, by section: secrets as ***, passwords in URLs masked."""
+    """The settings as JSON for people to read, by section: secrets as ***, passwords in URLs
+    masked, and the values of credential headers (authorization, x-api-key, ...) as ***."""
 
-    def shown(value: Any) -> Any:
+    def shown(value: Any, field: FieldInfo | None = None) -> Any:
         if isinstance(value, SecretStr):
             return MASK
+        if field is not None and HTTP_HEADERS in field.metadata:
+            return _shown_headers(value)
         if isinstance(value, BaseModel):
-            return {name: shown(getattr(value, name)) for name in type(value).model_fields}
+            return {name: shown(getattr(value, name), f) for name, f in type(value).model_fields.items()}
         if isinstance(value, str):
             return mask_url(value)
         if isinstance(value, tuple | list):
@@ -107,6 +111,13 @@ def display_settings(settings: Settings) -> str:
         return value
 
     return json.dumps(shown(settings), indent=2)
+
+
+def _shown_headers(headers: Mapping[str, str] | Sequence[str]) -> dict[str, str] | list[str]:
+    if isinstance(headers, Mapping):
+        return shown_headers(headers)
+    entries = [entry.partition("=") for entry in headers]  # NAME=VALUE
+    return [name + sep + (MASK if is_secret_header(name) else value) for name, sep, value in entries]
 
 
 def _check_protobuf_backend() -> None:
@@ -125,16 +136,11 @@ async def _run(settings: Settings) -> None:
     from agent.build import build_agent
 
     agent = build_agent(settings)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    # A signal while start-up still waits for a dependency (Kafka, Redis) stops it there.
-    starting = asyncio.create_task(agent.start(), name="start")
-    stopping = asyncio.create_task(stop.wait(), name="stop-signal")
-    await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
-    if starting.done():
-        starting.result()  # a start-up failure ends the command here (reported by main)
+    stop = stop_on_signals()
+    # A signal while start-up still waits for a dependency (Kafka, Redis) stops it there; a
+    # start-up failure ends the command here (reported by main).
+    await unless_stopped(stop, agent.start())
+    if not stop.is_set():
         awaited = ", ".join(f"{d.name} at {d.endpoint}" for d in agent.dependencies.awaited())
         log.info(
             "ragpulse %s running (judge=%s, sample_rate=%s)%s",
@@ -143,10 +149,7 @@ async def _run(settings: Settings) -> None:
             settings.sampling.rate,
             f"; waiting for {awaited} before taking spans" if awaited else "",
         )
-        await stopping
-    else:
-        starting.cancel()
-        await asyncio.gather(starting, return_exceptions=True)
+        await stop.wait()
     log.info(
         "stopping: finishing in-flight evaluations (up to %.0fs)", settings.pipeline.shutdown_timeout_seconds
     )

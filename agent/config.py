@@ -20,7 +20,7 @@ import logging
 import os
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 import yaml
@@ -46,6 +46,17 @@ LOCAL_JUDGES = ("lexical", "embedding")
 # (the local judge's healthy context relevancy is about 0.2), so by default none is set and the
 # quality alert compares each series with its own baseline instead.
 DEFAULT_ALERT_THRESHOLDS: dict[str, float] = {}
+
+
+class _HttpHeaders:
+    """Marks a setting that holds HTTP headers (a mapping, or NAME=VALUE entries): wherever
+    settings are shown, the values of credential headers are masked (agent/infra/secrets.py)."""
+
+    def __repr__(self) -> str:
+        return "HTTP_HEADERS"
+
+
+HTTP_HEADERS = _HttpHeaders()
 
 
 class ConfigError(ValueError):
@@ -201,8 +212,11 @@ class ResultsSettings(BaseModel):
         description="OTLP/HTTP endpoint (e.g. http://collector:4318) receiving each evaluated "
         "interaction as a span with gen_ai.evaluation.result events (unset = off).",
     )
-    otlp_headers: tuple[str, ...] = Field(
-        (), description="Headers sent to results_otlp_endpoint, NAME=VALUE, comma-separated."
+    otlp_headers: Annotated[tuple[str, ...], HTTP_HEADERS] = Field(
+        (),
+        repr=False,
+        description="Headers sent to results_otlp_endpoint, NAME=VALUE, comma-separated (credential "
+        "headers shown as ***).",
     )
     otlp_timeout_seconds: float = Field(
         10.0, gt=0, description="Timeout of one POST to results_otlp_endpoint (then retried)."
@@ -692,7 +706,12 @@ class ProbeEndpoint(BaseModel):
         default_factory=lambda: {"question": "{question}"},
         description='JSON body template; "{question}" in any string is replaced by the question.',
     )
-    headers: dict[str, str] = Field(default_factory=dict, description="Extra request headers.")
+    headers: Annotated[dict[str, str], HTTP_HEADERS] = Field(
+        default_factory=dict,
+        repr=False,
+        description="Extra request headers; values of credential headers (authorization, "
+        "x-api-key, ...) are shown as *** wherever settings are shown.",
+    )
     answer_path: str = Field(
         "answer",
         description="Where the answer is in the JSON response, dotted (data.answer, choices.0.text); "

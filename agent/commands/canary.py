@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.config import ConfigError, Settings
+from agent.infra.stopping import stop_on_signals, stopped_within, unless_stopped
 from agent.probes.canary import Comparison, MetricRun, record
 
 # Exit statuses: a CronJob shows a moved judge, and a run the judge could not finish, as failed.
@@ -53,22 +54,36 @@ class CanaryRun:
 
 
 def _main(args: argparse.Namespace, settings: Settings) -> int:
-    from prometheus_client import CollectorRegistry, push_to_gateway, start_http_server
-
-    from agent.telemetry import CanaryTelemetry, JudgeTelemetry
+    from prometheus_client import CollectorRegistry, start_http_server
 
     canary = settings.canary
     if not canary.items_file or not canary.labels_file:
         raise ConfigError("canary_items_file and canary_labels_file: both are needed for the canary")
     registry = CollectorRegistry()
-    judge_telemetry = JudgeTelemetry(registry)
-    telemetry: CanaryTelemetry | None = None
     if args.schedule:
         host, port = settings.server.address
         start_http_server(port, host, registry=registry)
+    return asyncio.run(_runs(args, settings, registry))
+
+
+async def _runs(args: argparse.Namespace, settings: Settings, registry: Any) -> int:
+    """One run, or with --schedule one every canary_interval_seconds until SIGTERM or SIGINT
+    (agent/infra/stopping.py). A run under way at the signal is abandoned: like an incomplete
+    run, it compares, saves and pushes nothing. The scheduled canary then exits OK (its complete
+    runs were its answers); a single run exits INCOMPLETE."""
+    from prometheus_client import push_to_gateway
+
+    from agent.telemetry import CanaryTelemetry, JudgeTelemetry
+
+    judge_telemetry = JudgeTelemetry(registry)
+    telemetry: CanaryTelemetry | None = None
+    stop = stop_on_signals()
     while True:
         started = time.monotonic()
-        result = run_once(settings, judge_telemetry, accept=args.accept)
+        result = await unless_stopped(stop, run_once(settings, judge_telemetry, accept=args.accept))
+        if result is None:
+            print("canary stopped: the run under way was abandoned; nothing compared or saved", flush=True)
+            return OK if args.schedule else INCOMPLETE
         if result.comparison is not None:
             if telemetry is None:
                 # Made at the first complete run: before it the gauges would read 0, a last run
@@ -81,10 +96,11 @@ def _main(args: argparse.Namespace, settings: Settings) -> int:
                 push_to_gateway(args.pushgateway, job="ragpulse-canary", registry=registry)
         if not args.schedule:
             return result.status
-        time.sleep(max(0.0, canary.interval_seconds - (time.monotonic() - started)))
+        if await stopped_within(stop, settings.canary.interval_seconds - (time.monotonic() - started)):
+            return OK
 
 
-def run_once(settings: Settings, judge_telemetry: Any, *, accept: bool = False) -> CanaryRun:
+async def run_once(settings: Settings, judge_telemetry: Any, *, accept: bool = False) -> CanaryRun:
     """One canary run, printed and kept in canary_state_file when complete. A judge error on any
     labelled item makes it incomplete: nothing is compared or saved (a mean over fewer items, or
     none, is no measure of the judge), and the run exits INCOMPLETE."""
@@ -106,7 +122,7 @@ def run_once(settings: Settings, judge_telemetry: Any, *, accept: bool = False) 
     # No verdict cache: a cached verdict would hide a judge that changed.
     judge = build_judge(settings, judge_telemetry, cached=False)
     evaluator = OfflineEvaluator(judge, metrics)
-    results = asyncio.run(_score(evaluator, items))
+    results = await _score(evaluator, items)
     scores = {(r.item.id, metric): v for r in results for metric, v in r.scores.items() if v is not None}
     errors = {(r.item.id, metric) for r in results for metric in r.errors}
     failed = [label for label in labels if (label.interaction_id, label.metric) in errors]

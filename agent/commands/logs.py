@@ -9,7 +9,7 @@ import sys
 from collections.abc import Mapping
 
 from agent.config import Settings
-from agent.infra.secrets import install_log_masking, url_password
+from agent.infra.secrets import header_secrets, install_log_masking, url_password
 
 # Loggers of the judge's HTTP stack that write whole request bodies (the prompts, i.e. the users'
 # queries, chunks and answers) at DEBUG. They stay at INFO unless `log_prompts` is set.
@@ -47,6 +47,10 @@ def secret_values(settings: Settings, environ: Mapping[str, str] | None = None) 
         settings.judge.api_key.get_secret_value() if settings.judge.api_key else None,
         settings.otlp.bearer_token.get_secret_value() if settings.otlp.bearer_token else None,
     ]
+    # Credentials in headers ragpulse sends: the probe endpoints', the OTLP results endpoint's.
+    values += header_secrets(settings.results.otlp_header_map)
+    for endpoint in settings.probes.endpoints:
+        values += header_secrets(endpoint.headers)
     values += [value for name, value in environ.items() if name.upper().endswith(_SECRET_ENV_SUFFIXES)]
     return [value for value in values if value]
 

@@ -3,6 +3,9 @@
 Once by default (a Kubernetes CronJob); `--schedule` runs a round every probes_interval_seconds
 (one sidecar). Either way exactly one runner sends each round: run one CronJob or one sidecar,
 not one per agent replica. The results are the agent's: it scores the probe traces.
+
+SIGTERM or SIGINT stops either cleanly: the requests in flight finish, no more are sent, every
+span is exported, and a scheduled prober exits 0.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.config import ConfigError, Settings
+from agent.infra.stopping import stop_on_signals, stopped_within
 from agent.probes.prober import Endpoint, GoldenItem, Prober, ProberConfig, Round
 
 log = logging.getLogger("ragpulse.probe")
@@ -92,9 +96,10 @@ def summary(settings: Settings, result: Round) -> str:
     failures = result.failures
     failed = sum(failures.values())
     reasons = ", ".join(f"{reason} {n}" for reason, n in sorted(failures.items()))
+    stopped = f"; stopped, {result.unsent} not sent" if result.unsent else ""
     return (
         f"probe round of {settings.probes.set_name}: {len(result.outcomes)} request(s), "
-        f"{failed} failed{f' ({reasons})' if reasons else ''}"
+        f"{failed} failed{f' ({reasons})' if reasons else ''}{stopped}"
     )
 
 
@@ -107,16 +112,27 @@ def _main(args: argparse.Namespace, settings: Settings) -> int:
     provider = tracer_provider(settings.probes.otlp_endpoint)
     prober = Prober(config, provider.get_tracer("ragpulse.probe"))
     try:
-        while True:
-            started = time.monotonic()
-            result = asyncio.run(prober.round(items))
-            provider.force_flush()  # the spans are out before the round is reported done
-            print(summary(settings, result), flush=True)
-            if not args.schedule:
-                # Every request failed: the CronJob reports the failure too.
-                return 1 if all(o.failure for o in result.outcomes) else 0
-            time.sleep(max(0.0, settings.probes.interval_seconds - (time.monotonic() - started)))
-    except KeyboardInterrupt:
-        return 0
+        return asyncio.run(_rounds(prober, provider, items, settings, schedule=args.schedule))
     finally:
-        provider.shutdown()
+        provider.shutdown()  # exports what is still queued: no span of a sent request is lost
+
+
+async def _rounds(
+    prober: Prober, provider: Any, items: Sequence[GoldenItem], settings: Settings, *, schedule: bool
+) -> int:
+    """One round, or with `schedule` a round every interval until SIGTERM or SIGINT: a round under
+    way then finishes the requests in flight and sends no more (agent/infra/stopping.py)."""
+    stop = stop_on_signals()
+    while True:
+        started = time.monotonic()
+        result = await prober.round(items, stop)
+        # The spans are out before the round is reported done.
+        await asyncio.to_thread(provider.force_flush)
+        print(summary(settings, result), flush=True)
+        if not schedule:
+            # Every request failed (or none was sent): the CronJob reports the failure too.
+            return 1 if all(o.failure for o in result.outcomes) else 0
+        if stop.is_set() or await stopped_within(
+            stop, settings.probes.interval_seconds - (time.monotonic() - started)
+        ):
+            return 0

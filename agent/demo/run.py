@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +23,7 @@ from agent.config import Settings
 from agent.demo.recorder import Recorder
 from agent.demo.state import DemoState
 from agent.demo.traffic import Phase, Schedule, SpanEmitter, TrafficModel
+from agent.infra.stopping import stop_on_signals
 from agent.telemetry import DemoTelemetry
 
 log = logging.getLogger(__name__)
@@ -81,10 +81,7 @@ def run_demo_app(endpoint: str, rate: float, regress_after: float | None, missin
     schedule = Schedule(regress_after, missing_facts_after)
 
     async def main() -> int:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, stop.set)
+        stop = stop_on_signals()
         started = time.monotonic()
 
         def announce(phase: Phase) -> None:
@@ -151,10 +148,7 @@ def run_demo(settings: Settings, *, duration: float | None, regress_after: float
         demo_telemetry.phase.set(int(phase))
 
     async def main() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, stop.set)
+        stop = stop_on_signals()
         await agent.start()
         # The demo's clock starts with the traffic, once the agent is up (an LLM judge's client
         # alone can take seconds to import): durations and the regression time count from here.

@@ -6,6 +6,10 @@ Two nets, both needed:
   wherever they appear, whoever wrote the text (our code, redis-py, litellm, aiohttp);
 - any URL userinfo (`scheme://user:password@host`) is masked even when its value is unknown.
 
+HTTP headers a setting holds (the probe endpoints', results_otlp_headers) are credentials when
+their name says so (`is_secret_header`): shown as *** wherever settings are shown, and their
+values are known secrets for the masker; requests still send them in clear.
+
 `install_log_masking` puts both on every log record at creation (a LogRecord factory), so that
 no handler, whichever library added it, ever sees the clear text; `mask` is for the other
 outputs (error messages printed by the CLI, validate-config).
@@ -16,7 +20,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from urllib.parse import quote, unquote, urlsplit
 
 MASK = "***"
@@ -30,6 +34,37 @@ _URL_USERINFO = re.compile(
 def mask_url(url: str) -> str:
     """`redis://user:pw@host/0` → `redis://user:***@host/0`; URLs without a password unchanged."""
     return _URL_USERINFO.sub(lambda m: f"{m['scheme']}{m['user']}:{MASK}@", url)
+
+
+# A header whose lower-cased name contains one of these carries a credential: authorization,
+# proxy-authorization, cookie, x-api-key, api-key, x-auth-token, x-client-secret, x-session-id...
+SECRET_HEADER_WORDS = (
+    "auth", "cookie", "token", "secret", "key", "password", "passwd", "credential", "session",
+)  # fmt: skip
+
+
+def is_secret_header(name: str) -> bool:
+    """Whether a header's value is a credential, by its name (SECRET_HEADER_WORDS, any case)."""
+    lowered = name.lower()
+    return any(word in lowered for word in SECRET_HEADER_WORDS)
+
+
+def shown_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """The headers to show: the values of credential headers as ***."""
+    return {name: MASK if is_secret_header(name) else value for name, value in headers.items()}
+
+
+def header_secrets(headers: Mapping[str, str]) -> list[str]:
+    """The credentials among `headers`, for the masker: each credential header's value and, when
+    it has a scheme (`Bearer abc`, `Basic abc`), the credential alone, which a line may quote."""
+    values = []
+    for name, value in headers.items():
+        if is_secret_header(name):
+            values.append(value)
+            scheme, _, credential = value.strip().partition(" ")
+            if scheme and credential.strip():
+                values.append(credential.strip())
+    return values
 
 
 def url_password(url: str | None) -> str | None:

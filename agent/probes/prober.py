@@ -53,7 +53,7 @@ class Endpoint:
     name: str = "app"
     method: str = "POST"
     body: Any = field(default_factory=lambda: {"question": "{question}"})
-    headers: Mapping[str, str] = field(default_factory=dict)
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False)  # may hold a credential
     answer_path: str = "answer"
 
 
@@ -76,7 +76,10 @@ class ProbeOutcome:
 
 @dataclass(frozen=True, slots=True)
 class Round:
+    """The requests a round sent; `unsent` counts those a stop left unsent (no span, no request)."""
+
     outcomes: tuple[ProbeOutcome, ...]
+    unsent: int = 0
 
     @property
     def failures(self) -> Counter[str]:
@@ -115,19 +118,25 @@ class Prober:
         self._tracer = tracer
         self._propagator = TraceContextTextMapPropagator()
 
-    async def round(self, items: Sequence[GoldenItem]) -> Round:
+    async def round(self, items: Sequence[GoldenItem], stop: asyncio.Event | None = None) -> Round:
+        """One request per item and endpoint. Once `stop` is set, the requests in flight finish
+        (each within timeout_seconds, its span ended and queued for export) and the rest are not
+        sent, so every probe span the agent receives is of a request the app received."""
         semaphore = asyncio.Semaphore(self._config.concurrency)
         timeout = aiohttp.ClientTimeout(total=self._config.timeout_seconds)
         async with aiohttp.ClientSession(timeout=timeout) as session:
 
-            async def one(item: GoldenItem, endpoint: Endpoint) -> ProbeOutcome:
+            async def one(item: GoldenItem, endpoint: Endpoint) -> ProbeOutcome | None:
                 async with semaphore:
+                    if stop is not None and stop.is_set():
+                        return None
                     return await self._probe(session, item, endpoint)
 
             outcomes = await asyncio.gather(
                 *(one(item, endpoint) for item in items for endpoint in self._config.endpoints)
             )
-        return Round(tuple(outcomes))
+        sent = tuple(o for o in outcomes if o is not None)
+        return Round(sent, unsent=len(outcomes) - len(sent))
 
     async def _probe(
         self, session: aiohttp.ClientSession, item: GoldenItem, endpoint: Endpoint

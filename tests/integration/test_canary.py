@@ -138,3 +138,43 @@ def test_schedule_runs_every_interval_and_serves_and_pushes_the_gauges(tmp_path:
     # One push per run printed (a run the signal cut between its print and its push aside).
     assert out.count("canary faithfulness: mean") in (len(pushes), len(pushes) + 1), out + err
     assert "judge moved: faithfulness" in out
+
+
+def test_sigterm_ends_the_scheduled_canary_with_a_run_under_way_abandoned(tmp_path: Path) -> None:
+    """What Kubernetes and docker send: the scheduled canary stops at once, exit 0; the run the
+    judge was still answering is abandoned like an incomplete one (nothing saved or pushed), and
+    the complete runs before it stay as they were."""
+    with FakeLLMServer() as server, Pushgateway() as gateway:
+        argv, env = canary_command(
+            tmp_path, server, "--schedule", "--metrics-listen", f"127.0.0.1:{free_port()}",
+            "--pushgateway", gateway.url, env={"RAGPULSE_CANARY_INTERVAL_SECONDS": "1"},
+        )  # fmt: skip
+        process = subprocess.Popen(
+            argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while not gateway.received():  # a complete run
+                assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+                time.sleep(0.05)
+            server.fail_always("timeout")  # from now on the judge hangs: a run stays under way
+            while server.stats.faults["timeout"] == 0:
+                assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+                time.sleep(0.02)
+            state = (tmp_path / "canary-state.json").read_text()
+            pushed = gateway.received()
+            process.send_signal(signal.SIGTERM)
+            signalled = time.monotonic()
+            out, err = process.communicate(timeout=20)
+            took = time.monotonic() - signalled
+        finally:
+            if process.poll() is None:
+                process.kill()
+    assert process.returncode == 0, out + err
+    assert took < 5, f"stopped {took:.1f}s after SIGTERM"
+    assert out.rstrip().endswith(
+        "canary stopped: the run under way was abandoned; nothing compared or saved"
+    ), out
+    assert (tmp_path / "canary-state.json").read_text() == state
+    assert gateway.received() == pushed and pushed[-1].scrape().value("ragpulse_canary_judge_moved") == 0
+    assert out.count("canary faithfulness: mean") == len(pushed), out + err

@@ -5,13 +5,16 @@ the golden set over real HTTP with its own traceparent."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.support.agent_process import AgentProcess
 from tests.support.llm_server import FakeLLMServer
@@ -33,11 +36,14 @@ from tests.support.repo import ROOT
 pytestmark = pytest.mark.integration
 
 SAMPLE_RATE = 0.02  # production sampling: a quiet service yields almost no streaming scores
+ASSEMBLY_WAIT = 3  # seconds
 
 
 @pytest.fixture(scope="module")
 def agent() -> Iterator[AgentProcess]:
-    process = AgentProcess(["--sample-rate", str(SAMPLE_RATE)], env={"RAGPULSE_ASSEMBLY_WAIT_SECONDS": "3"})
+    process = AgentProcess(
+        ["--sample-rate", str(SAMPLE_RATE)], env={"RAGPULSE_ASSEMBLY_WAIT_SECONDS": str(ASSEMBLY_WAIT)}
+    )
     try:
         process.wait_ready()
         yield process
@@ -151,6 +157,114 @@ def test_probe_schedule_sends_a_round_every_interval_until_stopped(
     scrape = agent.wait_for(lambda s: items_scored(s, "scheduled") >= rounds * len(GOLDEN), timeout=15)
     assert items_scored(scrape, "scheduled") >= rounds * len(GOLDEN)
     assert scrape.total("ragpulse_probe_items_total", probe_set="scheduled", outcome="fail") == 0
+
+
+def test_sigterm_stops_a_scheduled_prober_once_the_requests_in_flight_are_answered(
+    agent: AgentProcess, app: ProbeApp, golden: Path
+) -> None:
+    """What Kubernetes and docker send: the round under way finishes the requests in flight,
+    sends no more, exports every span, and the prober exits 0 at once."""
+    argv, env = probe_command(
+        f"http://127.0.0.1:{agent.otlp_port}", app.url, golden, "--schedule",
+        "--set", "probes_interval_seconds=1", "--set", "probes_concurrency=1", set_name="terminated",
+    )  # fmt: skip
+    received = app.state.requests
+    app.slow(0.5)  # a round of 5 items, one at a time, takes 2.5 s
+    process = subprocess.Popen(
+        argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        # The first round done and the second under way: a request of it is at the app.
+        deadline = time.monotonic() + 60
+        while app.state.requests < received + len(GOLDEN) + 1:
+            assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+            time.sleep(0.02)
+        process.send_signal(signal.SIGTERM)
+        signalled = time.monotonic()
+        out, err = process.communicate(timeout=20)
+        took = time.monotonic() - signalled
+    finally:
+        app.slow(0)
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, out + err
+    assert took < 5, f"stopped {took:.1f}s after SIGTERM"
+    rounds = out.splitlines()
+    assert rounds[0] == f"probe round of terminated: {len(GOLDEN)} request(s), 0 failed", out
+    cut = re.fullmatch(
+        r"probe round of terminated: (\d) request\(s\), 0 failed; stopped, (\d) not sent", rounds[1]
+    )
+    assert cut is not None and len(rounds) == 2, out
+    sent, unsent = int(cut[1]), int(cut[2])
+    assert sent >= 1 and sent + unsent == len(GOLDEN)
+    # Nothing was sent after the signal but the requests in flight, and the prober's span of
+    # every request the app answered reached the agent, which scored each one.
+    assert app.state.requests - received == len(GOLDEN) + sent
+    expected = len(GOLDEN) + sent
+    scrape = agent.wait_for(lambda s: items_scored(s, "terminated") >= expected, timeout=30)
+    assert items_scored(scrape, "terminated") == expected, agent.log()
+    time.sleep(ASSEMBLY_WAIT + 1)  # a probe span without the app's spans would be trace_missing by now
+    scrape = agent.wait_for(lambda s: True)
+    assert items_scored(scrape, "terminated") == expected
+    assert scrape.total("ragpulse_probe_failures_total", probe_set="terminated") == 0
+
+
+PROBE_TOKEN = "probe-token-4e1d7a9b"
+API_KEY = "planted-app-key-2c6f"
+
+
+def test_endpoint_credentials_reach_the_app_and_are_shown_nowhere(
+    agent: AgentProcess, app: ProbeApp, golden: Path, tmp_path: Path
+) -> None:
+    """Headers of probe endpoints can carry credentials: `validate-config` shows them as ***,
+    the prober's DEBUG log and its error lines never show them, and the app gets them."""
+
+    def settings_file(name: str, token: str) -> Path:
+        endpoint = {"name": "ask", "url": app.url, "answer_path": "data.answer",
+                    "headers": {"Authorization": f"Bearer {token}", "x-api-key": API_KEY,
+                                "x-tenant": "capitals"}}  # fmt: skip
+        probes = {"endpoints": [endpoint], "set_name": "guarded",
+                  "otlp_endpoint": f"http://127.0.0.1:{agent.otlp_port}"}  # fmt: skip
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump({"probes": probes}))
+        return path
+
+    def ragpulse(*args: str) -> subprocess.CompletedProcess[str]:
+        env = {"PATH": "/usr/bin:/bin", "RAGPULSE_LOG_LEVEL": "DEBUG"}
+        return subprocess.run([sys.executable, "-m", "agent", *args], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+
+    def assert_hidden(done: subprocess.CompletedProcess[str], *secrets: str) -> None:
+        for secret in secrets:
+            assert secret not in done.stdout + done.stderr, f"{secret!r} shown by {done.args[3:]}"
+
+    config = settings_file("probes", PROBE_TOKEN)
+    shown = ragpulse("validate-config", "--config", str(config))
+    assert shown.returncode == 0, shown.stderr
+    assert_hidden(shown, PROBE_TOKEN, API_KEY)
+    endpoint = json.loads(shown.stdout)["probes"]["endpoints"][0]
+    assert endpoint["headers"] == {"Authorization": "***", "x-api-key": "***", "x-tenant": "capitals"}
+    listed = ragpulse("validate-config", "--list", "--config", str(config))
+    assert listed.returncode == 0 and "probes_endpoints" in listed.stdout, listed.stderr
+    assert_hidden(listed, PROBE_TOKEN, API_KEY)
+
+    app.require_token(PROBE_TOKEN)
+    try:
+        sent = len(app.state.authorizations)
+        done = ragpulse("probe", "--config", str(config), "--golden", str(golden))
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert f"probe round of guarded: {len(GOLDEN)} request(s), 0 failed" in done.stdout
+        assert app.state.authorizations[sent:] == [f"Bearer {PROBE_TOKEN}"] * len(GOLDEN)
+        assert_hidden(done, PROBE_TOKEN, API_KEY)
+        # A token the app refuses: each request's error line names the status, not the token.
+        refused = ragpulse(
+            "probe", "--config", str(settings_file("revoked", "revoked-token-8d2f")), "--golden", str(golden)
+        )
+    finally:
+        app.require_token(None)
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert refused.stderr.count(": HTTP 401") == len(GOLDEN), refused.stderr
+    assert_hidden(refused, "revoked-token-8d2f", API_KEY)
 
 
 def test_a_judge_that_shifts_trips_the_canary_while_probe_scores_stay_put(

@@ -4,7 +4,8 @@ RAG span (the `ragpulse.*` layout), exporting OTLP/HTTP to the agent under test.
 
 Retrieval ranks a small knowledge base by word overlap with the question; the answer is the top
 passage. `regress()` injects a retrieval regression: the ranking is reversed, so the relevant
-documents drop out of the top k.
+documents drop out of the top k; `slow()` delays each answer; `require_token()` makes /ask answer
+401 without the right bearer token (the `authorization` headers received are kept).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import json
 import re
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 DOCUMENTS = {
     "paris": "Paris is the capital of France and sits on the Seine river.",
@@ -66,6 +67,9 @@ def answer(question: str, regressed: bool = False) -> tuple[list[tuple[str, str]
 class _State:
     regressed: bool = False
     requests: int = 0
+    delay: float = 0.0  # seconds each answer takes
+    token: str | None = None  # when set, /ask wants `authorization: Bearer <token>`, else 401
+    authorizations: list[str] = field(default_factory=list)  # as received, in order
 
 
 class ProbeApp:
@@ -95,6 +99,13 @@ class ProbeApp:
             body = await request.json()
             question = str(body["question"])
             state.requests += 1
+            authorization = request.headers.get("authorization")
+            if authorization is not None:
+                state.authorizations.append(authorization)
+            if state.token is not None and authorization != f"Bearer {state.token}":
+                return JSONResponse({"error": "unauthorized"}, status_code=401)
+            if state.delay:
+                await asyncio.sleep(state.delay)
             with tracer.start_as_current_span("rag") as span:
                 chunks, text = answer(question, state.regressed)
                 span.set_attribute("ragpulse.query", question)
@@ -114,6 +125,14 @@ class ProbeApp:
 
     def regress(self, on: bool = True) -> None:
         self.state.regressed = on
+
+    def slow(self, seconds: float) -> None:
+        """Each answer takes `seconds` (0: at once)."""
+        self.state.delay = seconds
+
+    def require_token(self, token: str | None) -> None:
+        """Answer only requests with `authorization: Bearer <token>` (None: any request)."""
+        self.state.token = token
 
     def start(self) -> ProbeApp:
         import uvicorn

@@ -529,6 +529,9 @@ def test_probe_and_canary_cronjobs_run_one_at_a_time_as_safely_as_the_agents() -
     interval = int(minutes.group(1)) * 60
     assert interval == load_settings(environ={}).probes.interval_seconds
     assert probe["spec"]["jobTemplate"]["spec"]["activeDeadlineSeconds"] < interval
+    # Stopped early, the requests in flight may take their whole timeout before the spans go out.
+    _, probe_pod, _ = cronjob_pod("probe")
+    assert probe_pod["terminationGracePeriodSeconds"] > load_settings(environ={}).probes.timeout_seconds
     # The probe alerts look at two rounds.
     window = rules_module().RuleParams().probe_window
     assert window.endswith("m") and int(window[:-1]) * 60 >= 2 * interval

@@ -12,7 +12,7 @@ import pytest
 from agent.cli import display_settings
 from agent.commands.logs import PROMPT_LOGGERS, configure_logging, secret_values
 from agent.config import load_settings
-from agent.infra.secrets import MASKER, install_log_masking, mask, mask_url, url_password
+from agent.infra.secrets import MASKER, install_log_masking, is_secret_header, mask, mask_url, url_password
 
 REDIS_PASSWORD = "r3dis-Pa55/word"  # a '/' must survive URL encoding
 API_KEY = "sk-planted-api-key-0123456789"
@@ -63,6 +63,55 @@ def test_validate_config_output_masks_every_secret() -> None:
     assert values["redis"]["url"] == "redis://default:***@127.0.0.1:6390/0"
     assert values["judge"]["api_key"] == values["kafka"]["sasl_password"] == "***"
     assert values["kafka"]["sasl_username"] == "ragpulse"  # not a secret
+
+
+PROBE_TOKEN = "probe-planted-token-31c5"
+RESULTS_KEY = "results-planted-key-7a0e"
+HEADERS_ENV = {
+    "RAGPULSE_PROBES_ENDPOINTS": json.dumps([{
+        "url": "http://app:8000/ask",
+        "headers": {"Authorization": f"Bearer {PROBE_TOKEN}", "Cookie": "sid=planted-cookie-9",
+                    "x-tenant": "t1"},
+    }]),
+    "RAGPULSE_RESULTS_OTLP_ENDPOINT": "http://collector:4318",
+    "RAGPULSE_RESULTS_OTLP_HEADERS": f"x-api-key={RESULTS_KEY},x-scope=eu",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "secret"),
+    [("authorization", True), ("Proxy-Authorization", True), ("cookie", True), ("X-Api-Key", True),
+     ("api-key", True), ("x-auth-token", True), ("x-client-secret", True), ("x-db-password", True),
+     ("content-type", False), ("x-tenant", False), ("accept", False), ("user-agent", False)],
+)  # fmt: skip
+def test_credential_headers_are_told_by_their_name(name: str, secret: bool) -> None:
+    assert is_secret_header(name) is secret
+
+
+def test_validate_config_masks_credential_headers_and_keeps_the_others() -> None:
+    settings = load_settings(environ=HEADERS_ENV)
+    shown = display_settings(settings)
+    for secret in (PROBE_TOKEN, "planted-cookie-9", RESULTS_KEY):
+        assert secret not in shown
+        assert secret not in repr(settings)
+    values = json.loads(shown)
+    headers = values["probes"]["endpoints"][0]["headers"]
+    assert headers == {"Authorization": "***", "Cookie": "***", "x-tenant": "t1"}
+    assert values["results"]["otlp_headers"] == ["x-api-key=***", "x-scope=eu"]
+    # Only shown masked: the requests send them as given.
+    assert settings.probes.endpoints[0].headers["Authorization"] == f"Bearer {PROBE_TOKEN}"
+    assert settings.results.otlp_header_map["x-api-key"] == RESULTS_KEY
+
+
+def test_credential_headers_are_masked_in_logs_bare_or_with_their_scheme(masker: None) -> None:
+    settings = load_settings(environ=HEADERS_ENV)
+    known = set(secret_values(settings, environ={}))
+    assert {f"Bearer {PROBE_TOKEN}", PROBE_TOKEN, "sid=planted-cookie-9", RESULTS_KEY} <= known
+    assert not known & {"t1", "eu"}
+    install_log_masking(known)
+    assert mask(f"GET /ask authorization: Bearer {PROBE_TOKEN}; token {PROBE_TOKEN}") == (
+        "GET /ask authorization: ***; token ***"
+    )
 
 
 def test_log_records_are_masked_at_every_level_and_in_tracebacks(masker: None) -> None:
