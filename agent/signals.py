@@ -161,12 +161,14 @@ class _Series:
         "chunks",
         "context_characters",
         "detectors",
+        "drift_gauges",
         "empty_retrievals",
         "empty_searches",
         "labels",
         "last",
         "mean_score",
         "overlap",
+        "published",
         "refusals",
         "response_characters",
         "searches",
@@ -193,6 +195,13 @@ class _Series:
         self.last = _Totals()
         self.detectors: list[DriftDetector | None] = [None] * (len(DRIFT_SIGNALS) + 1)
         self.alarmed = [False] * len(DRIFT_SIGNALS)
+        # Each drift signal's (score, detected) gauge children, and the score they show: a gauge is
+        # set only when what it shows changes (the CUSUM sits at 0 most of the time).
+        self.drift_gauges = [
+            (telemetry.drift_score.labels(*labels, name), telemetry.drift_detected.labels(*labels, name))
+            for name in DRIFT_SIGNALS
+        ]
+        self.published = [0.0] * len(DRIFT_SIGNALS)
 
     def totals(self) -> _Totals:
         top, overlap = self.top_score, self.overlap
@@ -307,12 +316,13 @@ class SignalRecorder:
             self._observe_drift(series)
 
     def _open(self, labels: tuple[str, str]) -> _Series:
+        series = _Series(self._telemetry, labels)
         # The drift gauges read 0 while the baselines are learnt: a panel or rule shows "no
         # drift" rather than "no data" from the first interaction on.
-        for name in DRIFT_SIGNALS:
-            self._telemetry.drift_score.labels(*labels, name).set(0.0)
-            self._telemetry.drift_detected.labels(*labels, name).set(0.0)
-        return _Series(self._telemetry, labels)
+        for score, detected in series.drift_gauges:
+            score.set(0.0)
+            detected.set(0.0)
+        return series
 
     def _overlap_allowed(self) -> bool:
         """A budget refilled each second: the overlap's CPU stays bounded at any traffic."""
@@ -346,13 +356,18 @@ class SignalRecorder:
         if not state.ready:
             return
         name = DRIFT_SIGNALS[signal]
-        self._telemetry.drift_score.labels(*series.labels, name).set(round(state.score, 4))
-        self._telemetry.drift_detected.labels(*series.labels, name).set(1.0 if state.detected else 0.0)
+        score_gauge, detected_gauge = series.drift_gauges[signal]
+        score = round(state.score, 4)
+        if score != series.published[signal]:
+            series.published[signal] = score
+            score_gauge.set(score)
         if state.detected and not series.alarmed[signal]:
             series.alarmed[signal] = True
+            detected_gauge.set(1.0)
             self._log_alarm(series.labels, name, state, moved)
         elif not state.detected and series.alarmed[signal]:
             series.alarmed[signal] = False
+            detected_gauge.set(0.0)
             log.info("signal drift cleared: %s (service=%s route=%s)", name, *series.labels)
 
     def _detector(self, series: _Series, slot: int) -> DriftDetector:
