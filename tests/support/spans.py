@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -44,8 +44,16 @@ def hexid(span) -> str:  # type: ignore[no-untyped-def]
     return format(span.get_span_context().span_id, "016x")
 
 
-def rag_trace(recorder: Recorder, *, route: str | None = None, root_name: str = "chain") -> dict[str, str]:
-    """CHAIN root → RETRIEVER → LLM in OpenInference; returns span ids by role."""
+def rag_trace(
+    recorder: Recorder,
+    *,
+    route: str | None = None,
+    root_name: str = "chain",
+    docs: Sequence[str] = tuple(DOCS),
+    doc_ids: Sequence[str] = (),
+) -> dict[str, str]:
+    """CHAIN root → RETRIEVER (`docs` as contents; `doc_ids` as ids alone) → LLM in OpenInference;
+    returns span ids by role."""
     tracer = recorder.tracer
     with tracer.start_as_current_span(root_name) as root:
         set_all(root, {"openinference.span.kind": "CHAIN", "input.value": QUERY, "output.value": RESPONSE})
@@ -54,8 +62,10 @@ def rag_trace(recorder: Recorder, *, route: str | None = None, root_name: str = 
         with tracer.start_as_current_span("retriever") as retriever:
             retriever.set_attribute("openinference.span.kind", "RETRIEVER")
             retriever.set_attribute("input.value", QUERY + " (as retrieved)")
-            for i, doc in enumerate(DOCS):
+            for i, doc in enumerate(docs):
                 retriever.set_attribute(f"retrieval.documents.{i}.document.content", doc)
+            for i, doc_id in enumerate(doc_ids):
+                retriever.set_attribute(f"retrieval.documents.{i}.document.id", doc_id)
         with tracer.start_as_current_span("llm") as llm:
             set_all(llm, {"openinference.span.kind": "LLM", "output.value": RESPONSE})
     return {"root": hexid(root), "retriever": hexid(retriever), "llm": hexid(llm)}

@@ -346,3 +346,32 @@ def test_non_rag_spans_cannot_push_the_llm_span_out_of_a_full_trace() -> None:
     out = a.add(decode_request(protobuf(spans[51:]), "protobuf").spans)
     assert [(i.query, i.response, i.route) for i in out.interactions] == [(QUERY, RESPONSE, "/ask")]
     assert out.buffered_traces == 0 and out.buffered_bytes == 0
+
+
+def test_a_retrieval_that_found_nothing_is_an_interaction_without_context() -> None:
+    """An index that lost its documents must show: the answer is assembled with no chunks and one
+    empty search (judged metrics skip it; the signals count it, agent/signals.py)."""
+    recorder = Recorder()
+    ids = rag_trace(recorder, docs=())
+    out = assembler().add(decoded(recorder.spans()))
+    (interaction,) = out.interactions
+    assert interaction.span_id == ids["llm"] and interaction.chunks == ()
+    assert (interaction.query, interaction.response) == (QUERY, RESPONSE)
+    assert (interaction.searches, interaction.empty_searches) == (1, 1)
+
+
+def test_a_retrieval_whose_text_is_not_recorded_is_not_an_empty_one() -> None:
+    recorder = Recorder()
+    rag_trace(recorder, docs=(), doc_ids=("doc-1", "doc-2"))  # hits by id only: context unknown
+    assert assembler().add(decoded(recorder.spans())).interactions == []
+
+
+def test_a_chain_without_a_retriever_is_no_interaction() -> None:
+    """Only a retrieval that ran makes an answer without context an interaction."""
+    recorder = Recorder()
+    with recorder.tracer.start_as_current_span("chain") as root:
+        set_all(root, {"openinference.span.kind": "CHAIN", "input.value": QUERY, "output.value": RESPONSE})
+        with recorder.tracer.start_as_current_span("llm") as llm:
+            set_all(llm, {"openinference.span.kind": "LLM", "output.value": RESPONSE})
+    out = assembler().add(decoded(recorder.spans()))
+    assert out.interactions == []
