@@ -8,14 +8,12 @@ low-scored interactions in the low bucket and of the good ones in the top bucket
 
 from __future__ import annotations
 
-import shutil
 import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
@@ -23,7 +21,14 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tests.support.agent_process import AgentProcess
-from tests.support.alerting import PROMETHEUS, Server, interaction, missing_binaries, prometheus_config
+from tests.support.alerting import (
+    PROMETHEUS,
+    Server,
+    exemplar_trace_ids,
+    interaction,
+    missing_binaries,
+    scraping_prometheus,
+)
 from tests.support.spans import openinference_single_span
 
 pytestmark = [
@@ -41,17 +46,7 @@ def stack(tmp_path: Path) -> Iterator[tuple[AgentProcess, Server]]:
     prometheus: Server | None = None
     try:
         agent.wait_ready()
-        config = prometheus_config([f"127.0.0.1:{agent.metrics_port}"], "127.0.0.1:9", tmp_path / "none.yml")
-        config["rule_files"] = []
-        config.pop("alerting", None)
-        (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
-        prometheus = Server(
-            shutil.which(PROMETHEUS) or PROMETHEUS,
-            ["--config.file=prometheus.yml", "--storage.tsdb.path=data", "--enable-feature=exemplar-storage"],
-            tmp_path,
-            "/-/ready",
-        )
-        prometheus.wait_ready()
+        prometheus = scraping_prometheus(tmp_path, [f"127.0.0.1:{agent.metrics_port}"])
         yield agent, prometheus
     finally:
         if prometheus is not None:
@@ -73,18 +68,6 @@ def export_one(agent: AgentProcess, i: int, *, good: bool) -> str:
     finally:
         exporter.shutdown()
     return format(spans[0].get_span_context().trace_id, "032x")
-
-
-def exemplar_trace_ids(prometheus: Server, query: str) -> set[str]:
-    import json
-    import urllib.parse
-
-    now = time.time()
-    params = urllib.parse.urlencode({"query": query, "start": now - 600, "end": now + 1})
-    with urllib.request.urlopen(f"{prometheus.url}/api/v1/query_exemplars?{params}", timeout=10) as reply:
-        document = json.loads(reply.read())
-    assert document["status"] == "success", document
-    return {e["labels"]["trace_id"] for series in document["data"] for e in series["exemplars"]}
 
 
 def test_low_scored_interactions_are_found_from_their_bucket(stack: tuple[AgentProcess, Server]) -> None:

@@ -9,17 +9,13 @@ their traces (exemplars). The same agent never judged anything.
 
 from __future__ import annotations
 
-import json
 import random
-import shutil
 import time
-import urllib.parse
-import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-import yaml
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
@@ -27,7 +23,15 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tests.support.agent_process import AgentProcess
-from tests.support.alerting import PROMETHEUS, Server, interaction, missing_binaries, prometheus_config
+from tests.support.alerting import (
+    PROMETHEUS,
+    Server,
+    exemplar_trace_ids,
+    interaction,
+    missing_binaries,
+    prometheus_api,
+    scraping_prometheus,
+)
 from tests.support.repo import ROOT
 from tests.support.spans import openinference_single_span
 
@@ -52,18 +56,7 @@ def stack(tmp_path: Path) -> Iterator[tuple[AgentProcess, Server]]:
     prometheus: Server | None = None
     try:
         agent.wait_ready()
-        shutil.copy(RULES, tmp_path / "rules.yml")
-        config = prometheus_config([f"127.0.0.1:{agent.metrics_port}"], "127.0.0.1:9", tmp_path / "rules.yml")
-        config["rule_files"] = ["rules.yml"]
-        config.pop("alerting", None)
-        (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
-        prometheus = Server(
-            shutil.which(PROMETHEUS) or PROMETHEUS,
-            ["--config.file=prometheus.yml", "--storage.tsdb.path=data", "--enable-feature=exemplar-storage"],
-            tmp_path,
-            "/-/ready",
-        )
-        prometheus.wait_ready()
+        prometheus = scraping_prometheus(tmp_path, [f"127.0.0.1:{agent.metrics_port}"], RULES)
         yield agent, prometheus
     finally:
         if prometheus is not None:
@@ -97,24 +90,12 @@ def export(agent: AgentProcess, start: int, count: int, top_score: float, rng: r
     return [format(s.get_span_context().trace_id, "032x") for s in spans]
 
 
-def query(prometheus: Server, promql: str) -> list[dict[str, object]]:
-    params = urllib.parse.urlencode({"query": promql})
-    with urllib.request.urlopen(f"{prometheus.url}/api/v1/query?{params}", timeout=10) as reply:
-        document = json.loads(reply.read())
-    assert document["status"] == "success", document
-    return document["data"]["result"]  # type: ignore[no-any-return]
+def query(prometheus: Server, expr: str) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = prometheus_api(prometheus, "query", query=expr)["result"]
+    return found
 
 
-def exemplar_trace_ids(prometheus: Server, promql: str) -> set[str]:
-    now = time.time()
-    params = urllib.parse.urlencode({"query": promql, "start": now - 600, "end": now + 1})
-    with urllib.request.urlopen(f"{prometheus.url}/api/v1/query_exemplars?{params}", timeout=10) as reply:
-        document = json.loads(reply.read())
-    assert document["status"] == "success", document
-    return {e["labels"]["trace_id"] for series in document["data"] for e in series["exemplars"]}
-
-
-def wait_for(condition, seconds: float = 60.0) -> bool:  # type: ignore[no-untyped-def]
+def wait_for(condition: Callable[[], object], seconds: float = 60.0) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if condition():
@@ -145,7 +126,7 @@ def test_a_retrieval_score_shift_alarms_with_nothing_judged(stack: tuple[AgentPr
         )
     )
     # Nothing was judged: the alarm came from the signals alone.
-    assert query(prometheus, "sum(ragpulse_interactions_sampled_total) or vector(0)")[0]["value"][1] == "0"  # type: ignore[index]
+    assert query(prometheus, "sum(ragpulse_interactions_sampled_total) or vector(0)")[0]["value"][1] == "0"
     assert not query(prometheus, "ragpulse_score_count")
     # The bucket of the regressed scores (healthy ones are five sd above it) leads to their traces.
     bucket = 'ragpulse_retrieval_top_score_bucket{service="shop", le="0.7"}'

@@ -15,6 +15,7 @@ import subprocess
 import threading
 import time
 import urllib.parse
+import urllib.request
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -197,6 +198,43 @@ def prometheus_config(targets: Iterable[str], alertmanager: str, rules: Path) ->
     (job,) = config["scrape_configs"]
     job["static_configs"] = [{"targets": list(targets)}]
     return config
+
+
+def scraping_prometheus(workdir: Path, targets: Iterable[str], rules: Path | None = None) -> Server:
+    """A ready Prometheus with exemplar storage that scrapes `targets` every second and evaluates
+    `rules` (none: no rules), without Alertmanager."""
+    config = prometheus_config(targets, "127.0.0.1:9", rules or workdir / "none.yml")
+    config["rule_files"] = [str(rules)] if rules else []
+    config.pop("alerting", None)
+    (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
+    server = Server(
+        shutil.which(PROMETHEUS) or PROMETHEUS,
+        ["--config.file=prometheus.yml", "--storage.tsdb.path=data", "--enable-feature=exemplar-storage"],
+        workdir,
+        "/-/ready",
+    )
+    try:
+        server.wait_ready()
+    except BaseException:
+        server.stop()
+        raise
+    return server
+
+
+def prometheus_api(server: Server, path: str, **params: object) -> Any:
+    """The `data` of a Prometheus HTTP API answer (asserting success)."""
+    query = urllib.parse.urlencode(params)
+    with urllib.request.urlopen(f"{server.url}/api/v1/{path}?{query}", timeout=10) as reply:
+        document = json.loads(reply.read())
+    assert document["status"] == "success", document
+    return document["data"]
+
+
+def exemplar_trace_ids(server: Server, expr: str, seconds: float = 600.0) -> set[str]:
+    """Trace ids of the exemplars Prometheus stored for `expr` over the last `seconds`."""
+    now = time.time()
+    found = prometheus_api(server, "query_exemplars", query=expr, start=now - seconds, end=now + 1)
+    return {e["labels"]["trace_id"] for series in found for e in series["exemplars"]}
 
 
 class AlertingStack:
