@@ -23,10 +23,11 @@ from prometheus_client import CollectorRegistry
 from agent.budget import BudgetController, MemoryLedger, RedisLedger, SpendCounter, SpendLedger
 from agent.config import ConfigError, KafkaSettings, Settings, load_settings
 from agent.drift import DriftConfig
+from agent.drift_store import RedisDriftStore
 from agent.evaluate import Evaluator
 from agent.exporters.base import Exporter
 from agent.exporters.documents import DocumentsConfig, DocumentSummary
-from agent.exporters.drift import DriftAggregator, RedisDriftStore
+from agent.exporters.drift import DriftAggregator
 from agent.exporters.prometheus import MetricsServer, PrometheusExporter
 from agent.idempotency import IdempotencyStore, MemoryIdempotency, RedisIdempotency
 from agent.infra.endpoint_security import EndpointSecurity, load_web_config, otlp_security
@@ -202,6 +203,22 @@ def drift_config(settings: Settings) -> DriftConfig:
     drift = settings.drift
     return DriftConfig(
         baseline_size=drift.baseline_size, window=drift.window, threshold=drift.threshold, alpha=drift.alpha
+    )
+
+
+def build_signals(settings: Settings, telemetry: Telemetry, redis: Any) -> SignalRecorder:
+    """The signals of every interaction; their drift state in Redis beside the judged scores'."""
+    drift = settings.drift
+    return SignalRecorder(
+        telemetry.signals,
+        SignalsConfig(
+            overlap_per_second=settings.signals.overlap_per_second,
+            drift_batch=settings.signals.drift_batch,
+            drift=drift_config(settings),
+        ),
+        store=RedisDriftStore(redis, drift.state_ttl_seconds) if redis is not None else None,
+        save_interval=drift.save_interval_seconds,
+        on_store_error=lambda operation: telemetry.drift.state_errors.labels(operation).inc(),
     )
 
 
@@ -489,14 +506,7 @@ def build_agent(
         ),
         label_spans=ppi.observe_spans if ppi is not None else None,
         dependencies=dependencies,
-        signals=SignalRecorder(
-            telemetry.signals,
-            SignalsConfig(
-                overlap_per_second=settings.signals.overlap_per_second,
-                drift_batch=settings.signals.drift_batch,
-                drift=drift_config(settings),
-            ),
-        ),
+        signals=build_signals(settings, telemetry, redis),
         probes=build_probe_stage(settings, telemetry, redis),
     )
     source = build_source(settings, telemetry, dependencies)

@@ -236,6 +236,8 @@ class Pipeline:
         for exporter in self._exporters:
             await exporter.start()
         await self._leases.start()
+        if self._signals is not None:
+            await self._signals.start()
         self._workers = [
             asyncio.create_task(self._work(), name=f"evaluate-{i}") for i in range(self._concurrency)
         ]
@@ -330,6 +332,8 @@ class Pipeline:
             worker.cancel()
         await asyncio.gather(*self._workers, return_exceptions=True)
         await self._leases.shutdown()
+        if self._signals is not None:
+            await self._signals.shutdown(timeout)
         self._publish_watermark()
         for exporter in self._exporters:
             await exporter.shutdown(timeout)

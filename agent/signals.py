@@ -18,6 +18,8 @@ The rule and the overlap are pure functions, tested on real answers (tests/unit/
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import math
 import re
@@ -27,7 +29,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from agent.drift import DriftConfig, DriftDetector, DriftState
+from agent.drift_store import DriftStore, SeriesKey
 from agent.infra.lockless_metrics import CounterChild, ExemplarIds, HistogramChild
+from agent.infra.throttled_log import ThrottledLog
 from agent.model import Chunk, RagInteraction
 from agent.telemetry import SignalsTelemetry
 
@@ -128,6 +132,7 @@ def overlap(response: str, chunks: Sequence[Chunk]) -> float | None:
 DRIFT_SIGNALS = ("retrieval_top_score", "retrieval_hit", "answered", "overlap")
 _TOP = 0
 _RISE = len(DRIFT_SIGNALS)  # the retriever's top score watched upward too: its scale may have changed
+_STORE_ERROR_LOG_INTERVAL = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,6 +264,10 @@ class SignalRecorder:
         telemetry: SignalsTelemetry,
         config: SignalsConfig = SignalsConfig(),
         clock: Callable[[], float] = time.monotonic,
+        *,
+        store: DriftStore | None = None,
+        save_interval: float = 10.0,
+        on_store_error: Callable[[str], None] | None = None,
     ) -> None:
         self._telemetry = telemetry
         self._batch = config.drift_batch
@@ -268,6 +277,16 @@ class SignalRecorder:
         self._overlap_second = -1
         self._overlap_left = 0.0
         self._series: dict[tuple[str, str], _Series] = {}
+        # Detector state in the judged scores' store (Redis when configured): loaded when a series
+        # opens, saved every `save_interval` seconds while it changes and at shutdown, so that a
+        # restarted replica does not learn its baselines again.
+        self._store = store
+        self._save_interval = save_interval
+        self._on_store_error = on_store_error
+        self._store_errors = ThrottledLog(log, _STORE_ERROR_LOG_INTERVAL)
+        self._dirty: set[tuple[_Series, int]] = set()
+        self._loads: set[asyncio.Task[None]] = set()
+        self._saver: asyncio.Task[None] | None = None
 
     def record(self, interaction: RagInteraction) -> None:
         labels = (interaction.service, interaction.route)
@@ -322,7 +341,88 @@ class SignalRecorder:
         for score, detected in series.drift_gauges:
             score.set(0.0)
             detected.set(0.0)
+        if self._store is not None:
+            with contextlib.suppress(RuntimeError):  # no running loop (benchmarks): nothing to load
+                load = asyncio.get_running_loop().create_task(self._load(series))
+                self._loads.add(load)
+                load.add_done_callback(self._loads.discard)
         return series
+
+    def _key(self, labels: tuple[str, str], slot: int) -> SeriesKey:
+        # The batch is in the key: means of another batch size are another stream.
+        name = DRIFT_SIGNALS[slot] if slot < _RISE else f"{DRIFT_SIGNALS[_TOP]}:rise"
+        return (labels[0], labels[1], f"signal:{name}:b{self._batch}")
+
+    async def _load(self, series: _Series) -> None:
+        """Resume the series' detectors from the store; a detector that has completed its
+        baseline meanwhile is kept, the few means observed before the load are forgotten."""
+        assert self._store is not None
+        for slot in range(len(series.detectors)):
+            key = self._key(series.labels, slot)
+            try:
+                state = await self._store.load(key)
+                if state is None:
+                    continue
+                restored = DriftDetector.restore(self._drift_config, state)
+            except Exception as exc:  # a store outage or a bad value: learn afresh
+                self._store_error(
+                    "load", f"cannot load signal drift state of {key}, learning afresh: {exc!r}"
+                )
+                continue
+            current = series.detectors[slot]
+            if current is None or not current.baseline_ready:
+                series.detectors[slot] = restored
+
+    async def save(self) -> None:
+        """Save every detector changed since the last save (a no-op without a store)."""
+        if self._store is None or not self._dirty:
+            return
+        dirty, self._dirty = self._dirty, set()
+        states = {}
+        for series, slot in dirty:
+            detector = series.detectors[slot]
+            if detector is not None:
+                states[self._key(series.labels, slot)] = detector.snapshot()
+        try:
+            await self._store.save(states)
+        except Exception as exc:
+            self._dirty |= dirty  # kept for the next attempt
+            self._store_error(
+                "save", f"cannot save signal drift state of {len(states)} series, will retry: {exc!r}"
+            )
+
+    def _store_error(self, operation: str, message: str) -> None:
+        if self._on_store_error is not None:
+            self._on_store_error(operation)
+        self._store_errors.warning(
+            operation, "%s (ragpulse_drift_state_errors_total counts them; check Redis)", message
+        )
+
+    async def _save_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(self._save_interval)
+            await self.save()
+
+    async def start(self) -> None:
+        if self._store is not None and self._saver is None:
+            self._saver = asyncio.create_task(self._save_periodically(), name="signal-drift-save")
+
+    async def shutdown(self, timeout: float) -> None:
+        """Save what changed since the last periodic save."""
+        saver, self._saver = self._saver, None
+        if saver is not None:
+            saver.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await saver
+        for load in list(self._loads):
+            load.cancel()
+        if self._store is not None:
+            try:
+                await asyncio.wait_for(self.save(), max(timeout, 0.1))
+            except TimeoutError:
+                self._store_error(
+                    "save", "signal drift state not saved at shutdown: Redis did not answer in time"
+                )
 
     def _overlap_allowed(self) -> bool:
         """A budget refilled each second: the overlap's CPU stays bounded at any traffic."""
@@ -348,6 +448,10 @@ class SignalRecorder:
 
     def _update(self, series: _Series, signal: int, mean: float) -> None:
         state = self._detector(series, signal).update(mean)
+        if self._store is not None:
+            self._dirty.add((series, signal))
+            if signal == _TOP:
+                self._dirty.add((series, _RISE))
         moved = "dropped"
         if signal == _TOP:
             rise = self._detector(series, _RISE).update(-mean)

@@ -9,7 +9,9 @@ their traces (exemplars). The same agent never judged anything.
 
 from __future__ import annotations
 
+import json
 import random
+import signal
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -32,6 +34,7 @@ from tests.support.alerting import (
     prometheus_api,
     scraping_prometheus,
 )
+from tests.support.redis_server import RedisServer
 from tests.support.repo import ROOT
 from tests.support.spans import openinference_single_span
 
@@ -132,3 +135,48 @@ def test_a_retrieval_score_shift_alarms_with_nothing_judged(stack: tuple[AgentPr
     bucket = 'ragpulse_retrieval_top_score_bucket{service="shop", le="0.7"}'
     assert wait_for(lambda: bool(exemplar_trace_ids(prometheus, bucket)))
     assert exemplar_trace_ids(prometheus, bucket) <= set(regressed)
+
+
+def test_signal_baselines_survive_a_restart(redis: RedisServer) -> None:
+    """Killed without a chance to save at shutdown, a replica's successor resumes the signals'
+    baselines from Redis: a drop right after the restart is judged against them, where a fresh
+    detector would first learn the drop itself as its baseline."""
+    env = {**ENV, "RAGPULSE_REDIS_URL": redis.url, "RAGPULSE_DRIFT_SAVE_INTERVAL_SECONDS": "0.2"}
+    rng = random.Random(12)
+    labels = {"service": "shop", "signal": "retrieval_top_score"}
+    first = AgentProcess(env=env)
+    try:
+        first.wait_ready()
+        for start in range(0, 600, 100):
+            export(first, start, 100, 0.85, rng)
+        first.wait_for(lambda s: s.total("ragpulse_interactions_total", service="shop") == 600)
+        key = 'ragpulse:v1:drift:["shop","rag.query","signal:retrieval_top_score:b10"]'
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and (saved_state(redis, key) or {}).get("n") != 30:
+            time.sleep(0.1)
+        assert (saved_state(redis, key) or {}).get("n") == 30  # the baseline: 300 interactions
+        first.stop(signal.SIGKILL)
+    finally:
+        first.kill()
+
+    second = AgentProcess(env=env)
+    try:
+        second.wait_ready()
+        for start in range(600, 800, 50):
+            export(second, start, 50, 0.70, rng)
+        result = second.wait_for(lambda s: s.value("ragpulse_signal_drift_detected", **labels) == 1.0)
+        assert result.total("ragpulse_interactions_total", service="shop") <= 200
+        assert second.stop() == 0
+    finally:
+        second.kill()
+
+
+def saved_state(redis: RedisServer, key: str) -> dict[str, Any] | None:
+    import redis as redis_lib
+
+    client = redis_lib.Redis.from_url(redis.url)
+    try:
+        raw = client.get(key)
+    finally:
+        client.close()
+    return None if raw is None else json.loads(raw)  # type: ignore[arg-type]

@@ -8,7 +8,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from agent.drift import DriftConfig, DriftDetector
-from agent.exporters.drift import DriftAggregator, MemoryDriftStore
+from agent.drift_store import MemoryDriftStore
+from agent.exporters.drift import DriftAggregator
 from agent.model import MetricResult, RagInteraction
 from agent.telemetry import DriftTelemetry
 

@@ -273,3 +273,80 @@ def test_batched_detector_keeps_baseline_and_window_in_interactions() -> None:
     config = batched_drift(DriftConfig(baseline_size=1000, window=200, min_sigma=0.05), 10)
     assert (config.baseline_size, config.window) == (100, 20)
     assert config.min_sigma == pytest.approx(0.05 / math.sqrt(10))
+
+
+# -- Drift state across restarts -------------------------------------------------------------------
+
+
+class FailingStore:
+    """A store whose every call fails, as Redis does while it is down."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def load(self, key: object) -> None:
+        self.calls += 1
+        raise ConnectionError("redis down")
+
+    async def save(self, states: object) -> None:
+        self.calls += 1
+        raise ConnectionError("redis down")
+
+
+def test_a_restarted_recorder_resumes_its_baselines_from_the_store() -> None:
+    import asyncio
+
+    from agent.drift_store import MemoryDriftStore
+
+    store = MemoryDriftStore()
+    rng = random.Random(12)
+
+    async def first() -> None:
+        telemetry = SignalsTelemetry(CollectorRegistry())
+        signals = SignalRecorder(telemetry, SignalsConfig(drift=SMALL), store=store)
+        await signals.start()
+        stream(signals, 2_000, 0, rng)  # baselines learnt
+        await signals.shutdown(1.0)  # saved at shutdown
+
+    asyncio.run(first())
+    saved = store.states[("shop", "/ask", "signal:retrieval_top_score:b10")]
+    assert saved["n"] == SMALL.baseline_size // 10
+    assert ("shop", "/ask", "signal:retrieval_top_score:rise:b10") in store.states
+
+    async def second() -> float | None:
+        registry = CollectorRegistry()
+        signals = SignalRecorder(SignalsTelemetry(registry), SignalsConfig(drift=SMALL), store=store)
+        await signals.start()
+        signals.record(interaction(0, scores=(0.8,)))  # opens the series: its state is loaded
+        await asyncio.sleep(0.01)
+        # No baseline to learn: a drop is judged against the saved one within the window.
+        stream(signals, 300, 1, rng, mean=0.6)
+        await signals.shutdown(1.0)
+        return detected(registry, "retrieval_top_score")
+
+    assert asyncio.run(second()) == 1.0
+
+
+def test_a_store_outage_costs_the_state_never_the_signals() -> None:
+    import asyncio
+
+    store = FailingStore()
+    errors: list[str] = []
+
+    async def run() -> CollectorRegistry:
+        registry = CollectorRegistry()
+        signals = SignalRecorder(
+            SignalsTelemetry(registry),
+            SignalsConfig(drift=SMALL),
+            store=store,  # type: ignore[arg-type]
+            on_store_error=errors.append,
+        )
+        await signals.start()
+        stream(signals, 800, 0, random.Random(13))
+        await asyncio.sleep(0.01)
+        await signals.shutdown(1.0)
+        return registry
+
+    registry = asyncio.run(run())
+    assert sample(registry, "ragpulse_retrieved_chunks_count") == 800
+    assert "load" in errors and "save" in errors
