@@ -544,6 +544,36 @@ def test_genai_older_event_forms() -> None:
     assert out.assembled_spans == 2 and out.skipped == {NOT_RAG: 1}
 
 
+@pytest.mark.parametrize(("listed", "interactions"), [("[]", 1), (None, 0)])
+def test_genai_retrieval_that_lists_no_document_is_an_empty_one(
+    listed: str | None, interactions: int
+) -> None:
+    """`gen_ai.retrieval.documents` = [] says the retrieval found nothing (an interaction without
+    context, agent/signals.py counts it); no attribute at all says nothing about the context."""
+    recorder = Recorder()
+    with recorder.tracer.start_as_current_span("GET /answer"):
+        with recorder.tracer.start_as_current_span("retrieval") as retriever:
+            retriever.set_attribute("gen_ai.operation.name", "retrieval")
+            if listed is not None:
+                retriever.set_attribute("gen_ai.retrieval.documents", listed)
+        with recorder.tracer.start_as_current_span("chat model") as llm:
+            llm.set_attribute("gen_ai.operation.name", "chat")
+            llm.set_attribute(
+                "gen_ai.input.messages",
+                json.dumps([{"role": "user", "parts": [{"type": "text", "content": QUERY}]}]),
+            )
+            llm.set_attribute(
+                "gen_ai.output.messages",
+                json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": RESPONSE}]}]),
+            )
+    out = assembler().add(decoded(recorder.spans()))
+    assert len(out.interactions) == interactions
+    if interactions:
+        (interaction,) = out.interactions
+        assert interaction.chunks == () and interaction.empty_searches == 1
+        assert (interaction.query, interaction.response) == (QUERY, RESPONSE)
+
+
 @pytest.mark.parametrize("encoding", ENCODINGS)
 def test_manual_layout_in_three_lines_inside_the_apps_own_span(encoding: str) -> None:
     recorder = Recorder()

@@ -201,12 +201,17 @@ class GenAI:
         session_id = identity(attributes, "gen_ai.conversation.id") or identity(attributes, "session.id")
         user_id = identity(attributes, "user.id")
         if role is Role.RETRIEVER:
+            listed = attributes.get("gen_ai.retrieval.documents")
+            chunks = _documents(listed, self._keys)
+            # Documents listed as an empty list: the retrieval ran and found nothing.
+            empty = chunks is None and listed is not None and structured(listed) == []
             return SpanParts(
                 Role.RETRIEVER,
                 query=text(attributes.get("gen_ai.retrieval.query.text")),
-                chunks=_documents(attributes.get("gen_ai.retrieval.documents"), self._keys),
+                chunks=() if empty else chunks,
                 session_id=session_id,
                 user_id=user_id,
+                empty=empty,
             )
         if role is Role.TOOL:
             failed = "error.type" in attributes or any(e.name == "exception" for e in span.events)
