@@ -32,14 +32,17 @@ class DemoState:
         return total
 
     def poll_drift(self) -> list[tuple[str, str, str]]:
-        """Series whose drift alarm is on now; records when each first fired."""
+        """Series whose drift alarm is on now, judged scores and signals (`signal:<name>`, measured
+        on every interaction without a judge); records when each first fired."""
         firing = []
         for family in self.registry.collect():
-            if family.name != "ragpulse_drift_detected":
+            if family.name not in ("ragpulse_drift_detected", "ragpulse_signal_drift_detected"):
                 continue
             for sample in family.samples:
                 if sample.value >= 1.0:
-                    key = (sample.labels["service"], sample.labels["route"], sample.labels["metric"])
+                    labels = sample.labels
+                    metric = labels["metric"] if "metric" in labels else f"signal:{labels['signal']}"
+                    key = (labels["service"], labels["route"], metric)
                     firing.append(key)
                     self.detections.setdefault(key, self.recorder.elapsed())
         return firing

@@ -51,8 +51,10 @@ def demo_page(data: Mapping[str, Any], summary: str) -> str:
     page.section(
         "Traffic phases",
         table(["phase", "started at (s)"], phases, numeric=(1,))
-        + "<p>The regression first ranks passages about other topics above the right one, then stops "
-        "retrieving the right passage so that the model answers from memory.</p>",
+        + "<p>The regression first ranks passages about other topics above the right one, with a retriever "
+        "that scores lower (metric <code>signal:retrieval_top_score</code>: a signal measured on every "
+        "interaction without a judge), then stops retrieving the right passage so that the model answers "
+        "from memory.</p>",
         section_id="phases",
     )
     return page.render()
