@@ -67,10 +67,17 @@ def timeline(
     for at, label in injections:
         axes.axvline(at, color="#cc0000", linestyle="--", linewidth=1.2)
         axes.annotate(label, (at, 1.02), xycoords=("data", "axes fraction"), color="#cc0000", fontsize=8)
-    for at, label in detections:
+    # Alarms a few seconds apart would print their labels over each other: each label of a close
+    # group moves one label's width to the right of the previous one.
+    crowded = 0.03 * (max(times) - min(times)) if times else 0.0
+    previous, shift = float("-inf"), 0.0
+    for at, label in sorted(detections):
+        shift = shift + 10.0 if at - previous < crowded else 0.0
+        previous = at
         axes.axvline(at, color="#7b1fa2", linestyle=":", linewidth=1.2)
-        axes.annotate(label, (at, 0.02), xycoords=("data", "axes fraction"), color="#7b1fa2", fontsize=8,
-                      rotation=90, va="bottom")  # fmt: skip
+        axes.annotate(label, (at, 0.02), xycoords=("data", "axes fraction"), xytext=(shift, 0),
+                      textcoords="offset points", color="#7b1fa2", fontsize=8, rotation=90,
+                      va="bottom")  # fmt: skip
     axes.set_ylim(0, 1.05)
     axes.set_xlabel("seconds since start")
     axes.set_ylabel("mean score (per interval)")
