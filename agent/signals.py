@@ -11,9 +11,11 @@ interaction), so it costs a few microseconds: lockless instruments held per labe
 and float arithmetic only, the refusal rule on the response's opening, and the word overlap (the
 one signal that reads whole texts, ~30 µs) only up to a rate per second. Drift detectors (agent/
 drift.py, the judged scores' detector) watch four signals through means of `drift_batch`
-interactions, so one detector update is shared by a batch.
+interactions, so one detector update is shared by a batch; with Redis their state is kept in the
+judged scores' drift store (agent/drift_store.py) across restarts.
 
-The rule and the overlap are pure functions, tested on real answers (tests/unit/test_signals.py).
+The refusal rule (tested on 217 real answers) and the overlap are pure functions
+(tests/unit/test_signals.py).
 """
 
 from __future__ import annotations
