@@ -7,12 +7,20 @@ its metric `signal:<name>` (no judged metric starts so), so both share one names
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
-from collections.abc import Mapping
+import logging
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
+
+from agent.infra.throttled_log import ThrottledLog
+
+log = logging.getLogger(__name__)
 
 SeriesKey = tuple[str, str, str]  # service, route, metric
 DRIFT_KEY_PREFIX = "ragpulse:v1:drift:"
+_ERROR_LOG_INTERVAL = 30.0
 
 
 class DriftStore(Protocol):
@@ -69,3 +77,78 @@ class MemoryDriftStore:
     async def save(self, states: Mapping[SeriesKey, Mapping[str, Any]]) -> None:
         for key, state in states.items():
             self.states[key] = json.loads(json.dumps(state))  # what Redis would give back
+
+
+class Snapshots(Protocol):
+    """A detector as the saver sees it (agent/drift.py DriftDetector)."""
+
+    def snapshot(self) -> dict[str, Any]: ...
+
+
+class StateSaver:
+    """What every keeper of drift detectors (the judged scores', agent/exporters/drift.py; the
+    signals', agent/signals.py) does with their state: remember the series changed since the last
+    save, save them every `interval` seconds and at shutdown, keep what failed for the next attempt.
+    A detector dropped before it was saved stays here until saved, and `pending` gives its state to
+    whoever takes the series up again. Failures never reach the caller: they are counted
+    (`on_error(operation)`) and logged at a bounded rate.
+    """
+
+    def __init__(
+        self, store: DriftStore, interval: float, on_error: Callable[[str], None], name: str
+    ) -> None:
+        self.store = store
+        self._interval = interval
+        self._on_error = on_error
+        self._name = name  # e.g. "drift state", "signal drift state"
+        self._changed: dict[SeriesKey, Snapshots] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._errors = ThrottledLog(log, _ERROR_LOG_INTERVAL)
+
+    def changed(self, key: SeriesKey, detector: Snapshots) -> None:
+        self._changed[key] = detector
+
+    def dropped(self, key: SeriesKey) -> dict[str, Any] | None:
+        """The unsaved state of a series whose detector its keeper dropped (call it only for a
+        series the keeper holds no detector of), taken back from the next save."""
+        detector = self._changed.pop(key, None)
+        return None if detector is None else detector.snapshot()
+
+    async def save(self) -> None:
+        if not self._changed:
+            return
+        changed, self._changed = self._changed, {}
+        states = {key: detector.snapshot() for key, detector in changed.items()}
+        try:
+            await self.store.save(states)
+        except Exception as exc:
+            for key, detector in changed.items():  # a change made meanwhile is newer: it wins
+                self._changed.setdefault(key, detector)
+            self.error("save", f"cannot save {self._name} of {len(states)} series, will retry: {exc!r}")
+
+    def error(self, operation: str, message: str) -> None:
+        self._on_error(operation)
+        self._errors.warning(
+            operation, "%s (ragpulse_drift_state_errors_total counts them; check Redis)", message
+        )
+
+    async def _save_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(self._interval)
+            await self.save()
+
+    async def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._save_periodically(), name=f"{self._name} save")
+
+    async def shutdown(self, timeout: float) -> None:
+        """Save what changed since the last periodic save."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        try:
+            await asyncio.wait_for(self.save(), max(timeout, 0.1))
+        except TimeoutError:
+            self.error("save", f"{self._name} not saved at shutdown: Redis did not answer in time")

@@ -31,9 +31,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from agent.drift import DriftConfig, DriftDetector, DriftState
-from agent.drift_store import DriftStore, SeriesKey
+from agent.drift_store import DriftStore, SeriesKey, StateSaver
 from agent.infra.lockless_metrics import CounterChild, ExemplarIds, HistogramChild
-from agent.infra.throttled_log import ThrottledLog
 from agent.model import Chunk, RagInteraction
 from agent.telemetry import SignalsTelemetry
 
@@ -134,7 +133,6 @@ def overlap(response: str, chunks: Sequence[Chunk]) -> float | None:
 DRIFT_SIGNALS = ("retrieval_top_score", "retrieval_hit", "answered", "overlap")
 _TOP = 0
 _RISE = len(DRIFT_SIGNALS)  # the retriever's top score watched upward too: its scale may have changed
-_STORE_ERROR_LOG_INTERVAL = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,13 +280,12 @@ class SignalRecorder:
         # Detector state in the judged scores' store (Redis when configured): loaded when a series
         # opens, saved every `save_interval` seconds while it changes and at shutdown, so that a
         # restarted replica does not learn its baselines again.
-        self._store = store
-        self._save_interval = save_interval
-        self._on_store_error = on_store_error
-        self._store_errors = ThrottledLog(log, _STORE_ERROR_LOG_INTERVAL)
-        self._dirty: set[tuple[_Series, int]] = set()
+        self._saver = (
+            StateSaver(store, save_interval, on_store_error or (lambda operation: None), "signal drift state")
+            if store is not None
+            else None
+        )
         self._loads: set[asyncio.Task[None]] = set()
-        self._saver: asyncio.Task[None] | None = None
 
     def record(self, interaction: RagInteraction) -> None:
         labels = (interaction.service, interaction.route)
@@ -343,7 +340,7 @@ class SignalRecorder:
         for score, detected in series.drift_gauges:
             score.set(0.0)
             detected.set(0.0)
-        if self._store is not None:
+        if self._saver is not None:
             with contextlib.suppress(RuntimeError):  # no running loop (benchmarks): nothing to load
                 load = asyncio.get_running_loop().create_task(self._load(series))
                 self._loads.add(load)
@@ -358,16 +355,16 @@ class SignalRecorder:
     async def _load(self, series: _Series) -> None:
         """Resume the series' detectors from the store; a detector that has completed its
         baseline meanwhile is kept, the few means observed before the load are forgotten."""
-        assert self._store is not None
+        assert self._saver is not None
         for slot in range(len(series.detectors)):
             key = self._key(series.labels, slot)
             try:
-                state = await self._store.load(key)
+                state = await self._saver.store.load(key)
                 if state is None:
                     continue
                 restored = DriftDetector.restore(self._drift_config, state)
             except Exception as exc:  # a store outage or a bad value: learn afresh
-                self._store_error(
+                self._saver.error(
                     "load", f"cannot load signal drift state of {key}, learning afresh: {exc!r}"
                 )
                 continue
@@ -377,54 +374,19 @@ class SignalRecorder:
 
     async def save(self) -> None:
         """Save every detector changed since the last save (a no-op without a store)."""
-        if self._store is None or not self._dirty:
-            return
-        dirty, self._dirty = self._dirty, set()
-        states = {}
-        for series, slot in dirty:
-            detector = series.detectors[slot]
-            if detector is not None:
-                states[self._key(series.labels, slot)] = detector.snapshot()
-        try:
-            await self._store.save(states)
-        except Exception as exc:
-            self._dirty |= dirty  # kept for the next attempt
-            self._store_error(
-                "save", f"cannot save signal drift state of {len(states)} series, will retry: {exc!r}"
-            )
-
-    def _store_error(self, operation: str, message: str) -> None:
-        if self._on_store_error is not None:
-            self._on_store_error(operation)
-        self._store_errors.warning(
-            operation, "%s (ragpulse_drift_state_errors_total counts them; check Redis)", message
-        )
-
-    async def _save_periodically(self) -> None:
-        while True:
-            await asyncio.sleep(self._save_interval)
-            await self.save()
+        if self._saver is not None:
+            await self._saver.save()
 
     async def start(self) -> None:
-        if self._store is not None and self._saver is None:
-            self._saver = asyncio.create_task(self._save_periodically(), name="signal-drift-save")
+        if self._saver is not None:
+            await self._saver.start()
 
     async def shutdown(self, timeout: float) -> None:
         """Save what changed since the last periodic save."""
-        saver, self._saver = self._saver, None
-        if saver is not None:
-            saver.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await saver
         for load in list(self._loads):
             load.cancel()
-        if self._store is not None:
-            try:
-                await asyncio.wait_for(self.save(), max(timeout, 0.1))
-            except TimeoutError:
-                self._store_error(
-                    "save", "signal drift state not saved at shutdown: Redis did not answer in time"
-                )
+        if self._saver is not None:
+            await self._saver.shutdown(timeout)
 
     def _overlap_allowed(self) -> bool:
         """A budget refilled each second: the overlap's CPU stays bounded at any traffic."""
@@ -449,14 +411,14 @@ class SignalRecorder:
                 self._update(series, signal, mean)
 
     def _update(self, series: _Series, signal: int, mean: float) -> None:
-        state = self._detector(series, signal).update(mean)
-        if self._store is not None:
-            self._dirty.add((series, signal))
-            if signal == _TOP:
-                self._dirty.add((series, _RISE))
+        detector = self._detector(series, signal)
+        state = detector.update(mean)
+        self._changed(series, signal, detector)
         moved = "dropped"
         if signal == _TOP:
-            rise = self._detector(series, _RISE).update(-mean)
+            rising = self._detector(series, _RISE)
+            rise = rising.update(-mean)
+            self._changed(series, _RISE, rising)
             if rise.ready and (rise.detected or (rise.score > state.score and not state.detected)):
                 state, moved = rise, "rose"
         if not state.ready:
@@ -475,6 +437,10 @@ class SignalRecorder:
             series.alarmed[signal] = False
             detected_gauge.set(0.0)
             log.info("signal drift cleared: %s (service=%s route=%s)", name, *series.labels)
+
+    def _changed(self, series: _Series, slot: int, detector: DriftDetector) -> None:
+        if self._saver is not None:
+            self._saver.changed(self._key(series.labels, slot), detector)
 
     def _detector(self, series: _Series, slot: int) -> DriftDetector:
         detector = series.detectors[slot]

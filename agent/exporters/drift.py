@@ -18,13 +18,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from agent.drift import DriftConfig, DriftDetector
-from agent.drift_store import DriftStore, SeriesKey
+from agent.drift_store import DriftStore, SeriesKey, StateSaver
 from agent.model import MetricResult, Outcome, RagInteraction
 from agent.telemetry import DriftTelemetry
 
@@ -46,15 +44,19 @@ class DriftAggregator:
         self._telemetry = telemetry
         self._config = config
         self._max_series = max_series
-        self._store = store
-        self._save_interval = save_interval
         self._detectors: OrderedDict[SeriesKey, DriftDetector] = OrderedDict()
         self._alarmed: set[SeriesKey] = set()
         self._loading: dict[SeriesKey, asyncio.Future[DriftDetector]] = {}
-        self._dirty: set[SeriesKey] = set()
-        self._unsaved: dict[SeriesKey, Mapping[str, Any]] = {}  # evicted before they were saved
-        self._saver: asyncio.Task[None] | None = None
-        self._last_error_log: dict[str, float] = {}
+        self._saver = (
+            StateSaver(
+                store,
+                save_interval,
+                lambda operation: telemetry.state_errors.labels(operation).inc(),
+                "drift state",
+            )
+            if store is not None
+            else None
+        )
 
     async def export(self, interaction: RagInteraction, results: Sequence[MetricResult]) -> None:
         for result in results:
@@ -63,8 +65,8 @@ class DriftAggregator:
             key = (interaction.service, interaction.route, result.metric)
             detector = await self._detector(key)
             state = detector.update(result.value)
-            if self._store is not None:
-                self._dirty.add(key)
+            if self._saver is not None:
+                self._saver.changed(key, detector)
             if not state.ready:
                 continue
             self._telemetry.score.labels(*key).set(round(state.score, 4))
@@ -89,7 +91,7 @@ class DriftAggregator:
         if detector is not None:
             self._detectors.move_to_end(key)
             return detector
-        if self._store is None:
+        if self._saver is None:
             return self._keep(key, DriftDetector(self._config))
         loading = self._loading.get(key)
         if loading is not None:  # another worker is loading this series: share its result
@@ -106,23 +108,21 @@ class DriftAggregator:
         return detector
 
     async def _load(self, key: SeriesKey) -> DriftDetector:
-        assert self._store is not None
+        assert self._saver is not None
         try:
-            saved = self._unsaved.pop(key, None) or await self._store.load(key)
+            saved = self._saver.dropped(key) or await self._saver.store.load(key)
             if saved is not None:
                 return DriftDetector.restore(self._config, saved)
         except Exception as exc:  # a store outage or a bad value must not fail the export
-            self._error("load", f"cannot load drift state of {key}, learning afresh: {exc!r}")
+            self._saver.error("load", f"cannot load drift state of {key}, learning afresh: {exc!r}")
         return DriftDetector(self._config)
 
     def _keep(self, key: SeriesKey, detector: DriftDetector) -> DriftDetector:
         self._detectors[key] = detector
         if len(self._detectors) > self._max_series:
-            old, evicted = self._detectors.popitem(last=False)
+            # An evicted detector not saved yet stays with the saver until it is.
+            old, _ = self._detectors.popitem(last=False)
             self._alarmed.discard(old)
-            if old in self._dirty:
-                self._dirty.discard(old)
-                self._unsaved[old] = evicted.snapshot()
             for gauge in (self._telemetry.score, self._telemetry.detected):
                 with contextlib.suppress(KeyError):  # never exported: baseline not complete
                     gauge.remove(*old)
@@ -130,50 +130,14 @@ class DriftAggregator:
 
     async def save(self) -> None:
         """Save every series changed since the last save (a no-op without a store)."""
-        if self._store is None:
-            return
-        states = dict(self._unsaved)
-        states.update({key: self._detectors[key].snapshot() for key in self._dirty if key in self._detectors})
-        self._unsaved.clear()
-        self._dirty.clear()
-        if not states:
-            return
-        try:
-            await self._store.save(states)
-        except Exception as exc:
-            # Kept for the next attempt (the detectors' newer state wins when they are still held).
-            for key, state in states.items():
-                if key in self._detectors:
-                    self._dirty.add(key)
-                else:
-                    self._unsaved.setdefault(key, state)
-            self._error("save", f"cannot save drift state of {len(states)} series, will retry: {exc!r}")
-
-    async def _save_periodically(self) -> None:
-        while True:
-            await asyncio.sleep(self._save_interval)
-            await self.save()
-
-    def _error(self, operation: str, message: str) -> None:
-        self._telemetry.state_errors.labels(operation).inc()
-        now = time.monotonic()
-        if now - self._last_error_log.get(operation, float("-inf")) >= _ERROR_LOG_INTERVAL:
-            self._last_error_log[operation] = now
-            log.warning("%s (ragpulse_drift_state_errors_total counts them; check Redis)", message)
+        if self._saver is not None:
+            await self._saver.save()
 
     async def start(self) -> None:
-        if self._store is not None and self._saver is None:
-            self._saver = asyncio.create_task(self._save_periodically(), name="drift-state-save")
+        if self._saver is not None:
+            await self._saver.start()
 
     async def shutdown(self, timeout: float) -> None:
         """Save what changed since the last periodic save."""
-        saver, self._saver = self._saver, None
-        if saver is not None:
-            saver.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await saver
-        if self._store is not None:
-            try:
-                await asyncio.wait_for(self.save(), max(timeout, 0.1))
-            except TimeoutError:
-                self._error("save", "drift state not saved at shutdown: Redis did not answer in time")
+        if self._saver is not None:
+            await self._saver.shutdown(timeout)
