@@ -95,6 +95,29 @@ def _base(uid: str, title: str, description: str, *, quality: bool = False) -> d
     return board
 
 
+def _drift_state(title: str, description: str, target: Any) -> statetimeline.Panel:
+    """A drift detector's 0/1 gauge over time, read as stable / drift."""
+    return (
+        statetimeline.Panel()
+        .title(title)
+        .description(description)
+        .height(8)
+        .span(12)
+        .datasource(DATASOURCE)
+        .with_target(target)
+        .mappings(
+            [
+                dash_model.ValueMap(
+                    options={
+                        "0": dash_model.ValueMappingResult(text="stable", color="green"),
+                        "1": dash_model.ValueMappingResult(text="drift", color="red"),
+                    }
+                )
+            ]
+        )
+    )
+
+
 def _series(title: str, unit: str, *queries: prom.Dataquery, description: str = "") -> timeseries.Panel:
     panel = timeseries.Panel().title(title).unit(unit).description(description).height(8).span(12)
     panel = panel.datasource(DATASOURCE).fill_opacity(10).line_width(1)
@@ -233,32 +256,14 @@ def signal_panels() -> list[Any]:
         .min(0)
         .max(1)
     )
-    drift_state = (
-        statetimeline.Panel()
-        .title("Signal drift detected")
-        .description(
-            "1 while the agent's drift detector (the one on the judged scores) confirms a shift of a "
-            "signal: retrieval_top_score (either way), retrieval_hit, answered, overlap (drops)."
-        )
-        .height(8)
-        .span(12)
-        .datasource(DATASOURCE)
-        .with_target(
-            query(
-                f"max by (service, route, signal) (ragpulse_signal_drift_detected{{{ROUTE_FILTER}}})",
-                "{{service}} {{route}} {{signal}}",
-            )
-        )
-        .mappings(
-            [
-                dash_model.ValueMap(
-                    options={
-                        "0": dash_model.ValueMappingResult(text="stable", color="green"),
-                        "1": dash_model.ValueMappingResult(text="drift", color="red"),
-                    }
-                )
-            ]
-        )
+    drift_state = _drift_state(
+        "Signal drift detected",
+        "1 while the agent's drift detector (the one on the judged scores) confirms a shift of a "
+        "signal: retrieval_top_score (either way), retrieval_hit, answered, overlap (drops).",
+        query(
+            f"max by (service, route, signal) (ragpulse_signal_drift_detected{{{ROUTE_FILTER}}})",
+            "{{service}} {{route}} {{signal}}",
+        ),
     )
     drift_score = _series(
         "Signal drift evidence (CUSUM over its threshold)",
@@ -347,29 +352,13 @@ def quality() -> dash.Dashboard:
         .color(heatmap.HeatmapColorOptions().mode(heatmap_model.HeatmapColorMode.SCHEME).scheme("Oranges"))
         .y_axis(heatmap.YAxisConfig().unit("percentunit"))
     )
-    drift_state = (
-        statetimeline.Panel()
-        .title("Drift detected")
-        .description("1 while the agent's drift detector confirms a drop below the learnt baseline.")
-        .height(8)
-        .span(12)
-        .datasource(DATASOURCE)
-        .with_target(
-            query(
-                f"max by (service, route, metric) (ragpulse_drift_detected{{{SCORE_FILTER}}})",
-                "{{service}} {{route}} {{metric}}",
-            )
-        )
-        .mappings(
-            [
-                dash_model.ValueMap(
-                    options={
-                        "0": dash_model.ValueMappingResult(text="stable", color="green"),
-                        "1": dash_model.ValueMappingResult(text="drift", color="red"),
-                    }
-                )
-            ]
-        )
+    drift_state = _drift_state(
+        "Drift detected",
+        "1 while the agent's drift detector confirms a drop below the learnt baseline.",
+        query(
+            f"max by (service, route, metric) (ragpulse_drift_detected{{{SCORE_FILTER}}})",
+            "{{service}} {{route}} {{metric}}",
+        ),
     )
     drift_score = _series(
         "Drift evidence (CUSUM over its threshold)",
