@@ -160,7 +160,11 @@ class ScenarioPolicy:
 
     def results_seen(self, after: list[Message]) -> int:
         """How many search results the model was given since the question."""
-        tool_results = sum(1 for m in after if m.role == "tool")
+        # Only the search tool's results count (not a hand-off tool's reply, for instance).
+        names = {c.id: c.name for m in after for c in m.tool_calls if c.id}
+        tool_results = sum(
+            1 for m in after if m.role == "tool" and names.get(m.tool_call_id, SEARCH_TOOL) == SEARCH_TOOL
+        )
         observations = sum(len(_OBSERVATION.findall(m.text)) for m in after if m.role != "tool")
         return tool_results + observations
 
