@@ -32,11 +32,13 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 
@@ -218,6 +220,9 @@ class FakeLLM:
         return self
 
     def stop(self) -> None:
+        """Stops serving; with FAKE_LLM_LOG=path set, writes the request log there (to debug a stack)."""
+        if os.environ.get("FAKE_LLM_LOG"):
+            Path(os.environ["FAKE_LLM_LOG"]).write_text(json.dumps(self.log, indent=1))
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()

@@ -143,6 +143,8 @@ class Recorder:
         answering: Callable[[dict[str, Any]], bool] | None = None,
     ) -> dict[str, Any]:
         chunks, queries = turn_expectation(entries, response, answering)
+        if queries and not chunks:  # every scenario's answer is given its documents: a broken app
+            raise ValueError(f"{scenario.name} turn {turn}: no document reached the answering call")
         record: dict[str, Any] = {
             "scenario": scenario.name, "turn": turn, "question": question, "response": response,
             "chunks": chunks, "sub_queries": queries,
