@@ -1,31 +1,30 @@
-"""Strands Agents with its native OpenTelemetry tracing, an OpenAI model provider on the fake server.
+"""The Strands Agents app shared by the two Strands stacks (native tracing, two message conventions).
 
 Strands' tracer reads the global tracer provider, so the recorder's provider is set as global (what
-`StrandsTelemetry()` does with its own). At its default conventions (no
-OTEL_SEMCONV_STABILITY_OPT_IN) Strands records messages as span EVENTS, one per message
-(`gen_ai.user.message`, `gen_ai.assistant.message`, `gen_ai.tool.message`, `gen_ai.choice`), on
-the `invoke_agent`, `execute_event_loop_cycle`, `chat` and `execute_tool` spans. The model streams
-(Chat Completions SSE). Parallel tool calls: the default concurrent tool executor runs them together.
-A conversation: the same `Agent` object called again (it keeps its messages), each call its own
-trace, `session.id` given through the agent's `trace_attributes` (as the Strands docs show).
-
-Run through scripts/corpus/record.sh (it sets PYTHONPATH=scripts/corpus): app.py OUT_DIR
+`StrandsTelemetry()` does with its own). Which GenAI conventions it follows is read from
+OTEL_SEMCONV_STABILITY_OPT_IN when the tracer is made; each stack sets it before importing
+Strands. The model (an OpenAI model provider on the fake server) streams (Chat Completions SSE).
+Parallel tool calls: the default concurrent tool executor runs them together. A conversation: the
+same `Agent` object called again (it keeps its messages), each call its own trace, `session.id`
+given through the agent's `trace_attributes` (as the Strands docs show).
 """
 
-import sys
+from __future__ import annotations
+
+import os
 from pathlib import Path
 
 from fake_llm import FakeLLM
 from recording import Recorder, offline_env, version
 from scenarios import SCENARIOS, ScenarioPolicy, search_text
 
-STACK = "strands-native"
 SYSTEM = "You answer questions from the knowledge base. Use the search tool, then answer briefly."
 
 
-def main(out_dir: Path) -> None:
+def run(stack: str, out_dir: Path, opt_in: str, layout: str, notes: str) -> None:
     offline_env()
-    recorder = Recorder(STACK, out_dir)
+    os.environ["OTEL_SEMCONV_STABILITY_OPT_IN"] = opt_in
+    recorder = Recorder(stack, out_dir)
 
     from opentelemetry import trace
 
@@ -62,15 +61,10 @@ def main(out_dir: Path) -> None:
             earlier += [["user", turn.question], ["assistant", response]]
         recorder.flush()
     server.stop()
+    conventions = f"OTEL_SEMCONV_STABILITY_OPT_IN={opt_in}" if opt_in else "default conventions"
     recorder.write(
         framework=version("strands-agents"),
-        instrumentation=f"strands native tracing ({version('strands-agents')}), default conventions",
-        layout="genai span events (one event per message)",
-        notes="messages as span events gen_ai.{system,user,assistant,tool}.message / gen_ai.choice; "
-        "the model streams; conversation = the same Agent called again, each turn its own trace, earlier "
-        "turns re-sent, session.id from trace_attributes",
+        instrumentation=f"strands native tracing ({version('strands-agents')}), {conventions}",
+        layout=layout,
+        notes=notes,
     )
-
-
-if __name__ == "__main__":
-    main(Path(sys.argv[1]))
