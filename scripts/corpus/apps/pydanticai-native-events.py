@@ -28,5 +28,5 @@ if __name__ == "__main__":
         layout="genai events as a JSON list in the 'events' span attribute",
         notes="PydanticAI 1.x (2.x dropped instrumentation version 1); Agent + OpenAIChatModel, a plain "
         "tool returning the documents as a JSON list; conversation = the next run given the previous "
-        "run's message history, each turn its own trace, earlier turns re-sent",
+        "run's message history, each turn its own trace, earlier turns re-sent, one gen_ai.conversation.id",
     )
