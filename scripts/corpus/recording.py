@@ -27,6 +27,8 @@ Needs only `opentelemetry-sdk` and `opentelemetry-exporter-otlp-proto-common` be
   `previous_response_id` (server-side state: that text reached the model too); the earlier
   turns it chains to are not: they are not part of this turn's calls. The sub-queries are the
   searches the model asked for in this turn, in order.
+- `Recorder.enable_logs()` adds a LoggerProvider writing `out_dir/otlp-logs/NNNN.pb`, for
+  instrumentations whose message content goes to OTLP log records rather than spans.
 """
 
 from __future__ import annotations
@@ -68,6 +70,33 @@ class FileSpanExporter(SpanExporter):
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return True
+
+
+def _log_exporter(directory: Path) -> Any:
+    """Like FileSpanExporter, for OTLP log records (ExportLogsServiceRequest files)."""
+    from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
+    from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportResult
+
+    class FileLogExporter(LogRecordExporter):
+        def __init__(self) -> None:
+            directory.mkdir(parents=True, exist_ok=True)
+            for old in directory.glob("*.pb"):
+                old.unlink()
+            self.count = 0
+
+        def export(self, batch: Sequence[Any]) -> Any:
+            if batch:
+                (directory / f"{self.count:04d}.pb").write_bytes(encode_logs(batch).SerializeToString())
+                self.count += 1
+            return LogRecordExportResult.SUCCESS
+
+        def shutdown(self) -> None:
+            pass
+
+        def force_flush(self, timeout_millis: int = 30000) -> bool:
+            return True
+
+    return FileLogExporter()
 
 
 def version(*packages: str) -> str:
@@ -128,9 +157,24 @@ class Recorder:
         self.processor = BatchSpanProcessor(self.exporter, max_export_batch_size=512, schedule_delay_millis=60_000)
         self.provider.add_span_processor(self.processor)
         self.answers: list[dict[str, Any]] = []
+        self.logger_provider: Any = None
+
+    def enable_logs(self) -> Any:
+        """A LoggerProvider writing `out_dir/otlp-logs/NNNN.pb` (ExportLogsServiceRequest), for
+        instrumentations that put message content in OTLP log records (the GenAI events)."""
+        from opentelemetry.sdk._logs import LoggerProvider
+        from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
+
+        self.logger_provider = LoggerProvider(resource=self.provider.resource)
+        self.logger_provider.add_log_record_processor(
+            BatchLogRecordProcessor(_log_exporter(self.out_dir / "otlp-logs"), schedule_delay_millis=60_000)
+        )
+        return self.logger_provider
 
     def flush(self) -> None:
         self.provider.force_flush()
+        if self.logger_provider is not None:
+            self.logger_provider.force_flush()
 
     def answer(
         self,
@@ -155,8 +199,10 @@ class Recorder:
         return record
 
     def write(self, framework: str, instrumentation: str, layout: str, notes: str = "", **extra: Any) -> Path:
-        self.provider.force_flush()
+        self.flush()
         self.provider.shutdown()
+        if self.logger_provider is not None:
+            self.logger_provider.shutdown()
         data = {"stack": self.stack, "framework": framework, "instrumentation": instrumentation,
                 "layout": layout, "notes": notes, **extra, "answers": self.answers}  # fmt: skip
         path = self.out_dir / "expected.json"

@@ -1,9 +1,9 @@
 """What the LlamaIndex stacks share: the OpenAI-like LLM on the fake server, the retriever tool,
 the OpenInference instrumentor, and the scenario loop.
 
-A conversation is one workflow `Context` reused across `run` calls (the framework's memory), each
-turn its own trace; the session id is set with OpenInference's `using_session` (LlamaIndex has
-none of its own). Agents stream by default (FunctionAgent and ReActAgent `streaming=True`), so
+A conversation is one `Memory` (with its session_id) and one workflow `Context` passed to every
+`run` (the Context alone does not carry the memory from one run to the next in this version),
+each turn its own trace; the span's session id is set with OpenInference's `using_session`. Agents stream by default (FunctionAgent and ReActAgent `streaming=True`), so
 the fake server answers over SSE.
 """
 
@@ -54,6 +54,7 @@ def run(stack: str, out_dir: Path, policy: Policy, build: Callable[[Any, Any], A
     from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
 
     LlamaIndexInstrumentor().instrument(tracer_provider=recorder.provider)
+    from llama_index.core.memory import Memory
     from llama_index.core.workflow import Context
 
     server = FakeLLM(policy).start()
@@ -62,11 +63,12 @@ def run(stack: str, out_dir: Path, policy: Policy, build: Callable[[Any, Any], A
     async def play() -> None:
         for scenario in SCENARIOS:
             ctx = Context(agent)
+            memory = Memory.from_defaults(session_id=f"session-{scenario.name}", token_limit=40000)
             earlier: list[list[str]] = []
             for number, turn in enumerate(scenario.turns):
                 mark = server.mark()
                 with using_session(f"session-{scenario.name}"):
-                    result = await agent.run(user_msg=turn.question, ctx=ctx)
+                    result = await agent.run(user_msg=turn.question, ctx=ctx, memory=memory)
                 response = str(result.response.content)
                 recorder.answer(scenario, number, turn.question, response, server.since(mark), earlier)
                 earlier += [["user", turn.question], ["assistant", response]]
