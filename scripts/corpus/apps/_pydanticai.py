@@ -36,7 +36,9 @@ def run(stack: str, out_dir: Path, settings: dict[str, Any], **write: str) -> No
         return search(query)
 
     server = FakeLLM(ScenarioPolicy()).start()
-    model = OpenAIChatModel("gpt-4o-mini", provider=OpenAIProvider(base_url=server.base_url, api_key="sk-fake"))
+    model = OpenAIChatModel(
+        "gpt-4o-mini", provider=OpenAIProvider(base_url=server.base_url, api_key="sk-fake")
+    )
     tool = Tool(knowledge_base, name=SEARCH_TOOL, description=SEARCH_DESCRIPTION)
     agent = Agent(model, instructions=INSTRUCTIONS, tools=[tool], name="knowledge_agent")
     for scenario in SCENARIOS:

@@ -55,7 +55,9 @@ class SmolagentsPolicy(ScenarioPolicy):
         lines = [f'{name} = {SEARCH_TOOL}(query="{q}")' for name, q in zip(names, queries, strict=True)]
         lines += [f"print({name})" for name in names]
         code = "\n".join(lines)
-        return Reply(text=f"Thought: I will search the knowledge base.\n<code>\n{code}\n</code>", queries=queries)
+        return Reply(
+            text=f"Thought: I will search the knowledge base.\n<code>\n{code}\n</code>", queries=queries
+        )
 
     def answer_reply(self, call: Call, turn: Turn) -> Reply:
         if self.code:

@@ -43,7 +43,9 @@ def run(stack: str, out_dir: Path, opt_in: str, layout: str, notes: str) -> None
         return search_text(query)
 
     server = FakeLLM(ScenarioPolicy()).start()
-    model = OpenAIModel(client_args={"base_url": server.base_url, "api_key": "sk-fake"}, model_id="gpt-4o-mini")
+    model = OpenAIModel(
+        client_args={"base_url": server.base_url, "api_key": "sk-fake"}, model_id="gpt-4o-mini"
+    )
     for scenario in SCENARIOS:
         agent = Agent(
             model=model,

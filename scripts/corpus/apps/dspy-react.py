@@ -1,4 +1,4 @@
-"""DSPy `dspy.ReAct` with a retrieval tool, `dspy.LM` (LiteLLM) on the fake server, OpenInference DSPy instrumentor.
+"""DSPy `dspy.ReAct` with a retrieval tool, `dspy.LM` (LiteLLM) on the fake server, OpenInference DSPy.
 
 DSPy's ChatAdapter speaks in `[[ ## field ## ]]` sections, so the fake model answers in them:
 each ReAct step is one model call returning `next_thought` / `next_tool_name` /
@@ -44,17 +44,23 @@ class DSPyReActPolicy(ScenarioPolicy):
         seen = len(_OBSERVATION.findall(call.messages[-1].text))
         if seen < len(turn.queries):
             return self.search_reply(call, turn, turn.queries[seen : seen + 1])
-        text = sections(next_thought="The observations answer the question.", next_tool_name="finish", next_tool_args="{}")
+        text = sections(
+            next_thought="The observations answer the question.", next_tool_name="finish", next_tool_args="{}"
+        )
         return Reply(text=text)
 
     def search_reply(self, call: Call, turn: Turn, queries: tuple[str, ...]) -> Reply:
         (query,) = queries
         args = json.dumps({"query": query})
-        text = sections(next_thought="I need to search the knowledge base.", next_tool_name="search", next_tool_args=args)
+        text = sections(
+            next_thought="I need to search the knowledge base.", next_tool_name="search", next_tool_args=args
+        )
         return Reply(text=text, queries=queries)
 
     def answer_reply(self, call: Call, turn: Turn) -> Reply:
-        return Reply(text=sections(reasoning="The retrieved documents answer the question.", answer=turn.answer))
+        return Reply(
+            text=sections(reasoning="The retrieved documents answer the question.", answer=turn.answer)
+        )
 
 
 def main(out_dir: Path) -> None:
@@ -95,11 +101,11 @@ def main(out_dir: Path) -> None:
         framework=version("dspy", "litellm"),
         instrumentation=version("openinference-instrumentation-dspy"),
         layout="openinference attributes",
-        notes="dspy.ReAct with the ChatAdapter: tool choice and arguments are text fields of the model reply, "
-        "observations reach the next call inside the 'trajectory' input field, the answer comes from a separate "
-        "extract call (ChainOfThought: reasoning + answer); two-parallel ran as two successive ReAct steps "
-        "(ReAct takes one tool per step); conversation = dspy.History input with the earlier question and "
-        "answer, each turn its own trace, session.id from openinference using_session",
+        notes="dspy.ReAct with the ChatAdapter: tool choice and arguments are text fields of the model "
+        "reply, observations reach the next call inside the 'trajectory' input field, the answer comes from "
+        "a separate extract call (ChainOfThought: reasoning + answer); two-parallel ran as two successive "
+        "ReAct steps (ReAct takes one tool per step); conversation = dspy.History input with the earlier "
+        "question and answer, each turn its own trace, session.id from openinference using_session",
     )
 
 

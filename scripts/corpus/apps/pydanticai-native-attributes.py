@@ -21,7 +21,8 @@ if __name__ == "__main__":
         Path(sys.argv[1]),
         {},
         framework=version("pydantic-ai-slim"),
-        instrumentation=f"pydantic-ai native (InstrumentationSettings version={InstrumentationSettings().version})",
+        instrumentation="pydantic-ai native (InstrumentationSettings "
+        f"version={InstrumentationSettings().version})",
         layout="genai attributes (gen_ai.input.messages / gen_ai.output.messages)",
         notes="Agent + OpenAIChatModel, a plain tool returning the documents as a JSON list; "
         "conversation = the next run given the previous run's Conversation, each turn its own trace, "

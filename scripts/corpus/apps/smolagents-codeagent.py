@@ -1,4 +1,4 @@
-"""smolagents `CodeAgent` (the model writes Python calling `search` and `final_answer`), OpenInference instrumentor.
+"""smolagents `CodeAgent` (the model writes Python calling `search` and `final_answer`), OpenInference.
 
 Run through scripts/corpus/record.sh (it sets PYTHONPATH=scripts/corpus): app.py OUT_DIR
 """

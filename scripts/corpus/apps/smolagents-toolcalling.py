@@ -1,4 +1,4 @@
-"""smolagents `ToolCallingAgent` (answers through its built-in `final_answer` tool), OpenInference instrumentor.
+"""smolagents `ToolCallingAgent` (answers through its built-in `final_answer` tool), OpenInference.
 
 Run through scripts/corpus/record.sh (it sets PYTHONPATH=scripts/corpus): app.py OUT_DIR
 """
