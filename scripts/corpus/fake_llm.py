@@ -341,8 +341,8 @@ class FakeLLM:
                 "type": "function_call", "id": f"fc_{next(self._ids)}", "call_id": call_id,
                 "name": call.name, "arguments": json.dumps(call.arguments), "status": "completed",
             })  # fmt: skip
-        after = [*messages, Message("assistant", reply.text, tuple(
-            ToolCall(c.name, c.arguments, i) for i, c in zip(ids, reply.tool_calls, strict=True)))]  # fmt: skip
+        calls = tuple(ToolCall(c.name, c.arguments, i) for i, c in zip(ids, reply.tool_calls, strict=True))
+        after = [*messages, Message("assistant", reply.text, calls)]
         with self._lock:
             self._conversations[response_id] = after
         input_tokens = _tokens(json.dumps(body.get("input", "")))

@@ -44,7 +44,6 @@ from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
-
 from scenarios import ALL_DOCUMENTS, Scenario
 
 
@@ -115,8 +114,9 @@ def documents_in(text: str) -> list[str]:
 
 
 def _reply_has(entry: dict[str, Any], response: str) -> bool:
-    text = entry["reply"]["text"] or ""
-    return bool(response.strip()) and (response.strip() in text or text.strip() in response and text.strip() != "")
+    """The reply holds the response (a ReAct "Answer:" line) or the response holds the reply."""
+    text, wanted = (entry["reply"]["text"] or "").strip(), response.strip()
+    return bool(wanted and text) and (wanted in text or text in wanted)
 
 
 def turn_expectation(
@@ -154,7 +154,9 @@ class Recorder:
         resource = Resource.create({"service.name": service_name or stack})
         self.provider = TracerProvider(resource=resource)
         # A batch per flush: the app flushes after each scenario.
-        self.processor = BatchSpanProcessor(self.exporter, max_export_batch_size=512, schedule_delay_millis=60_000)
+        self.processor = BatchSpanProcessor(
+            self.exporter, max_export_batch_size=512, schedule_delay_millis=60_000
+        )
         self.provider.add_span_processor(self.processor)
         self.answers: list[dict[str, Any]] = []
         self.logger_provider: Any = None

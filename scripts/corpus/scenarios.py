@@ -185,8 +185,8 @@ class ScenarioPolicy:
     def search_reply(self, call: Call, turn: Turn, queries: tuple[str, ...]) -> Reply:
         if self.react:
             (query,) = queries
-            text = f'Thought: I need to search the knowledge base.\nAction: {SEARCH_TOOL}\nAction Input: {{"input": "{query}"}}'
-            return Reply(text=text, queries=queries)
+            action = f"Action: {SEARCH_TOOL}\nAction Input: {json.dumps({'input': query})}"
+            return Reply(text=f"Thought: I need to search the knowledge base.\n{action}", queries=queries)
         name = self.argument(call)
         calls = tuple(ToolCall(SEARCH_TOOL, {name: q}) for q in queries)
         return Reply(tool_calls=calls, queries=queries)

@@ -29,17 +29,27 @@ TOOLS = [{
 def _complete(client: Any, messages: list[dict[str, Any]], stream: bool) -> dict[str, Any]:
     """One model call; the assistant message as a dict (streamed deltas put back together)."""
     if not stream:
-        message = client.chat.completions.create(model="gpt-4o-mini", messages=messages, tools=TOOLS).choices[0].message
+        message = (
+            client.chat.completions.create(model="gpt-4o-mini", messages=messages, tools=TOOLS)
+            .choices[0]
+            .message
+        )
         return message.model_dump(exclude_none=True)
     text, calls = "", {}
     chunks = client.chat.completions.create(
-        model="gpt-4o-mini", messages=messages, tools=TOOLS, stream=True, stream_options={"include_usage": True}
+        model="gpt-4o-mini",
+        messages=messages,
+        tools=TOOLS,
+        stream=True,
+        stream_options={"include_usage": True},
     )
     for chunk in chunks:
         for choice in chunk.choices:
             text += choice.delta.content or ""
             for delta in choice.delta.tool_calls or []:
-                call = calls.setdefault(delta.index, {"id": "", "type": "function", "function": {"name": "", "arguments": ""}})
+                call = calls.setdefault(
+                    delta.index, {"id": "", "type": "function", "function": {"name": "", "arguments": ""}}
+                )
                 call["id"] = delta.id or call["id"]
                 if delta.function:
                     call["function"]["name"] += delta.function.name or ""
@@ -50,7 +60,9 @@ def _complete(client: Any, messages: list[dict[str, Any]], stream: bool) -> dict
     return message
 
 
-def run(stack: str, out_dir: Path, stream: bool, agent_messages: bool, logs: bool, layout: str, notes: str) -> None:
+def run(
+    stack: str, out_dir: Path, stream: bool, agent_messages: bool, logs: bool, layout: str, notes: str
+) -> None:
     """`agent_messages`: also put the turn's input/output messages on the invoke_agent span
     (gen_ai.input.messages / gen_ai.output.messages, JSON, as the newer conventions allow).
     `logs`: the instrumentation's events (log records) are recorded too, to otlp-logs/."""
@@ -61,7 +73,9 @@ def run(stack: str, out_dir: Path, stream: bool, agent_messages: bool, logs: boo
     from opentelemetry.trace import SpanKind
 
     if logs:
-        OpenAIInstrumentor().instrument(tracer_provider=recorder.provider, logger_provider=recorder.enable_logs())
+        OpenAIInstrumentor().instrument(
+            tracer_provider=recorder.provider, logger_provider=recorder.enable_logs()
+        )
     else:
         OpenAIInstrumentor().instrument(tracer_provider=recorder.provider)
     tracer = recorder.provider.get_tracer("corpus.genai-agent")
@@ -80,7 +94,11 @@ def run(stack: str, out_dir: Path, stream: bool, agent_messages: bool, logs: boo
                 span.set_attribute("gen_ai.conversation.id", session)
                 span.set_attribute("gen_ai.system", "openai")
                 span.set_attribute("gen_ai.provider.name", "openai")
-                messages = [{"role": "system", "content": SYSTEM}, *history, {"role": "user", "content": turn.question}]
+                messages = [
+                    {"role": "system", "content": SYSTEM},
+                    *history,
+                    {"role": "user", "content": turn.question},
+                ]
                 new = [messages[-1]]
                 while True:
                     reply = _complete(client, messages, stream)
@@ -90,7 +108,9 @@ def run(stack: str, out_dir: Path, stream: bool, agent_messages: bool, logs: boo
                         break
                     for call in reply["tool_calls"]:
                         name = call["function"]["name"]
-                        with tracer.start_as_current_span(f"execute_tool {name}", kind=SpanKind.INTERNAL) as tool:
+                        with tracer.start_as_current_span(
+                            f"execute_tool {name}", kind=SpanKind.INTERNAL
+                        ) as tool:
                             tool.set_attribute("gen_ai.operation.name", "execute_tool")
                             tool.set_attribute("gen_ai.tool.name", name)
                             tool.set_attribute("gen_ai.tool.type", "function")

@@ -32,7 +32,9 @@ def run(stack: str, out_dir: Path, instrument: Callable[[Any], None], **write: s
 
     class KnowledgeBase(BaseRetriever):
         def _get_relevant_documents(self, query: str, *, run_manager: Any) -> list[Document]:
-            return [Document(page_content=d, metadata={"source": f"kb-{i}"}) for i, d in enumerate(search(query))]
+            return [
+                Document(page_content=d, metadata={"source": f"kb-{i}"}) for i, d in enumerate(search(query))
+            ]
 
     server = FakeLLM(ScenarioPolicy()).start()
     model = ChatOpenAI(model="gpt-4o-mini", base_url=server.base_url, api_key="sk-fake", temperature=0)

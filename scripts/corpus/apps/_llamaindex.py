@@ -3,8 +3,9 @@ the OpenInference instrumentor, and the scenario loop.
 
 A conversation is one `Memory` (with its session_id) and one workflow `Context` passed to every
 `run` (the Context alone does not carry the memory from one run to the next in this version),
-each turn its own trace; the span's session id is set with OpenInference's `using_session`. Agents stream by default (FunctionAgent and ReActAgent `streaming=True`), so
-the fake server answers over SSE.
+each turn its own trace; the span's session id is set with OpenInference's `using_session`.
+Agents stream by default (FunctionAgent and ReActAgent `streaming=True`), so the fake server
+answers over SSE.
 """
 
 from __future__ import annotations

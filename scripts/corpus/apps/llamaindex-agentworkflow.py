@@ -22,7 +22,10 @@ class HandOffFirst(ScenarioPolicy):
             _, after = self.current(call)
             if not any(c.name == HANDOFF for m in after for c in m.tool_calls):
                 params = call.tools[HANDOFF]
-                args = {p: "research" if "agent" in p else "The question needs a knowledge base search." for p in params}
+                args = {
+                    p: "research" if "agent" in p else "The question needs a knowledge base search."
+                    for p in params
+                }
                 return Reply(tool_calls=(ToolCall(HANDOFF, args),))
         return super().__call__(call)
 
@@ -43,6 +46,11 @@ def build(llm, tool):  # type: ignore[no-untyped-def]
 
 
 if __name__ == "__main__":
-    run("llamaindex-agentworkflow", Path(sys.argv[1]), HandOffFirst(), build,
+    run(
+        "llamaindex-agentworkflow",
+        Path(sys.argv[1]),
+        HandOffFirst(),
+        build,
         notes="multi-agent: the root agent's first call is a handoff tool call (a planning call), the "
-        "research agent searches and answers; conversation = one Context across runs")
+        "research agent searches and answers; conversation = one Context across runs",
+    )

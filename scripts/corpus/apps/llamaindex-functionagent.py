@@ -17,5 +17,10 @@ def build(llm, tool):  # type: ignore[no-untyped-def]
 
 
 if __name__ == "__main__":
-    run("llamaindex-functionagent", Path(sys.argv[1]), ScenarioPolicy(), build,
-        notes="FunctionAgent streams (SSE with tool-call deltas); conversation = one Context across runs")
+    run(
+        "llamaindex-functionagent",
+        Path(sys.argv[1]),
+        ScenarioPolicy(),
+        build,
+        notes="FunctionAgent streams (SSE with tool-call deltas); conversation = one Context across runs",
+    )

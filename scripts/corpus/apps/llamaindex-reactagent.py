@@ -19,6 +19,11 @@ def build(llm, tool):  # type: ignore[no-untyped-def]
 
 
 if __name__ == "__main__":
-    run("llamaindex-reactagent", Path(sys.argv[1]), ScenarioPolicy(react=True), build,
+    run(
+        "llamaindex-reactagent",
+        Path(sys.argv[1]),
+        ScenarioPolicy(react=True),
+        build,
         notes="ReAct text protocol: observations are fed back as text messages, the answer follows "
-        "'Answer:' in the last model reply; one search per step, so two-parallel runs sequentially")
+        "'Answer:' in the last model reply; one search per step, so two-parallel runs sequentially",
+    )
