@@ -10,8 +10,9 @@ Tracing: SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS_SENSITIVE=tru
 tracer on the global provider. SK writes `invoke_agent` spans with the agent's input and output
 messages as JSON attributes, `chat.completions` spans with the model and token counts, and
 `execute_tool` spans with the tool's arguments and result; the prompts and completions of the
-model calls go to Python logging as OTel GenAI events (log records, not span events), which
-this trace-only fixture does not hold.
+model calls go to Python logging as GenAI events; SK's telemetry sample hands its records to
+an OTel LoggingHandler, so they are OTLP log records (not span events), recorded here in
+`otlp-logs/NNNN.pb`, linked to the `chat` spans by trace and span id.
 
 Run through scripts/corpus/record.sh: app.py OUT_DIR
 """
@@ -19,8 +20,10 @@ Run through scripts/corpus/record.sh: app.py OUT_DIR
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import sys
+import warnings
 from pathlib import Path
 from typing import Annotated
 
@@ -88,16 +91,27 @@ def main(out_dir: Path) -> None:
     from opentelemetry import trace
 
     trace.set_tracer_provider(recorder.provider)
+    # SK's telemetry sample: an OTel logging handler on the root logger, for SK's records only.
+    from opentelemetry.sdk._logs import LoggingHandler
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        handler = LoggingHandler(logger_provider=recorder.enable_logs())
+    handler.addFilter(logging.Filter("semantic_kernel"))
+    logging.getLogger().addHandler(handler)
+    logging.getLogger().setLevel(logging.INFO)
     asyncio.run(run(recorder))
     recorder.write(
         framework=version("semantic-kernel", "openai"),
         instrumentation="semantic-kernel native OTel GenAI diagnostics (sensitive)",
-        layout="GenAI attributes (native Semantic Kernel)",
+        layout="GenAI attributes (native Semantic Kernel), message events as OTLP log records",
+        logs="otlp-logs",
         notes="ChatCompletionAgent with a plugin kb whose kernel_function search returns the documents "
         "joined by blank lines (tool name kb-search); invoke_agent spans carry "
         "gen_ai.agent.invocation_input/output JSON, execute_tool spans gen_ai.tool.call.arguments/result, "
-        "chat.completions spans no content (SK logs prompts and completions as OTel log events, not "
-        "recorded here); the question passed positionally (as messages=... SK records no input "
+        "chat spans no content: SK logs every prompt message and the choice as log records "
+        "(body = the message JSON, attribute event.name gen_ai.user.message / gen_ai.tool.message / "
+        "gen_ai.choice...), recorded in otlp-logs/; the question passed positionally (as messages=... SK records no input "
         "messages); conversation = one ChatHistoryAgentThread, each turn its own trace, only the "
         "new user message on the invoke_agent span",
     )
