@@ -39,7 +39,10 @@ async def run(recorder: Recorder) -> None:
     server = FakeLLM(ScenarioPolicy()).start()
     config = OpenAIConfig(model="gpt-4o-mini", base_url=server.base_url, api_key="sk-fake")
     telemetry = TelemetryMiddleware(
-        tracer_provider=recorder.provider, agent_name="assistant", provider_name="openai", model_name="gpt-4o-mini"
+        tracer_provider=recorder.provider,
+        agent_name="assistant",
+        provider_name="openai",
+        model_name="gpt-4o-mini",
     )
     agent = Agent("assistant", SYSTEM, config=config, tools=[search], middleware=[telemetry])
     for scenario in SCENARIOS:

@@ -83,7 +83,8 @@ def main(out_dir: Path) -> None:
     asyncio.run(run(recorder))
     recorder.write(
         framework=version("autogen-agentchat", "autogen-core", "autogen-ext"),
-        instrumentation=version("openinference-instrumentation-autogen-agentchat") + ", autogen native GenAI spans",
+        instrumentation=version("openinference-instrumentation-autogen-agentchat")
+        + ", autogen native GenAI spans",
         layout="openinference attributes, plus autogen's native GenAI spans without content",
         notes="AssistantAgent, reflect_on_tool_use=True, max_tool_iterations=3; the tool result is the "
         "documents joined by blank lines; parallel tool calls run in one iteration; conversation = the "

@@ -96,7 +96,9 @@ def main(out_dir: Path) -> None:
     server.stop()
     recorder.write(
         framework=version("crewai", "openai"),
-        instrumentation=version("openinference-instrumentation-crewai", "openinference-instrumentation-openai"),
+        instrumentation=version(
+            "openinference-instrumentation-crewai", "openinference-instrumentation-openai"
+        ),
         layout="openinference attributes",
         notes="Crew with one agent and one task; LLM('openai/gpt-4o-mini', base_url=fake) goes through "
         "CrewAI's native OpenAI provider (not litellm) with native tool calls; @tool search returns the "

@@ -30,7 +30,8 @@ if __name__ == "__main__":
         Path(sys.argv[1]),
         instrument,
         framework=version("google-adk", "litellm"),
-        instrumentation="google-adk native OTel tracing, legacy schema 1 (ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN=1)",
+        instrumentation="google-adk native OTel tracing, legacy schema 1 "
+        "(ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN=1)",
         layout="ADK legacy attributes (gcp.vertex.agent.*)",
         notes="same app as google-adk; call_llm spans carry the model request and response as JSON "
         "(gcp.vertex.agent.llm_request / llm_response, google-genai Content objects: parts with text, "

@@ -111,9 +111,9 @@ def main(out_dir: Path) -> None:
         "gen_ai.agent.invocation_input/output JSON, execute_tool spans gen_ai.tool.call.arguments/result, "
         "chat spans no content: SK logs every prompt message and the choice as log records "
         "(body = the message JSON, attribute event.name gen_ai.user.message / gen_ai.tool.message / "
-        "gen_ai.choice...), recorded in otlp-logs/; the question passed positionally (as messages=... SK records no input "
-        "messages); conversation = one ChatHistoryAgentThread, each turn its own trace, only the "
-        "new user message on the invoke_agent span",
+        "gen_ai.choice...), recorded in otlp-logs/; the question passed positionally (as "
+        "messages=... SK records no input messages); conversation = one ChatHistoryAgentThread, "
+        "each turn its own trace, only the new user message on the invoke_agent span",
     )
 
 
