@@ -1,0 +1,29 @@
+"""LangGraph `create_agent` under the OpenInference LangChain instrumentor.
+
+Run through scripts/corpus/record.sh (it sets PYTHONPATH=scripts/corpus): app.py OUT_DIR
+"""
+
+import sys
+from pathlib import Path
+
+from _langgraph_create_agent import run
+from recording import version
+
+
+def instrument(provider):  # type: ignore[no-untyped-def]
+    from openinference.instrumentation.langchain import LangChainInstrumentor
+
+    LangChainInstrumentor().instrument(tracer_provider=provider)
+
+
+if __name__ == "__main__":
+    run(
+        "langgraph-create-agent-openinference",
+        Path(sys.argv[1]),
+        instrument,
+        framework=version("langchain", "langgraph", "langchain-openai"),
+        instrumentation=version("openinference-instrumentation-langchain"),
+        layout="openinference attributes",
+        notes="create_agent with a retriever tool (documents joined by blank lines in the tool result); "
+        "conversation = one thread_id on an InMemorySaver, each turn its own trace, earlier turns re-sent",
+    )
