@@ -222,7 +222,18 @@ def test_image_is_multi_stage_slim_non_root_with_a_healthcheck() -> None:
         assert not re.search(r"KEY|TOKEN|PASSWORD|SECRET", line.split("#")[0]), line
     assert "deploy/docker/entrypoint.sh" in dockerfile
     exposed = {int(p) for p in re.findall(r"^EXPOSE (.*)$", dockerfile, re.M)[0].split()}
-    assert exposed == {4318, 9464}
+    assert exposed == {4317, 4318, 9464}
+
+
+def test_image_listens_on_all_interfaces_on_the_ports_it_exposes() -> None:
+    """The image's settings bind OTLP/gRPC, OTLP/HTTP and /metrics on 0.0.0.0 (another
+    container must reach them), on exactly the ports EXPOSE declares."""
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    environment = dict(re.findall(r"\b(RAGPULSE_[A-Z_]+)=(\S+)", dockerfile))
+    settings = load_settings(environ=environment)
+    exposed = {int(p) for p in re.findall(r"^EXPOSE (.*)$", dockerfile, re.M)[0].split()}
+    bound = {settings.otlp.address, settings.otlp.grpc_address, settings.server.address}
+    assert bound == {("0.0.0.0", port) for port in exposed}
 
 
 def test_entrypoint_reads_keys_from_mounted_secret_files(tmp_path: Path) -> None:
