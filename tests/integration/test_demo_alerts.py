@@ -40,7 +40,7 @@ RULE_PARAMS = {
     "min_evaluations_baseline": 200,
 }
 METRICS = ("context_precision", "context_relevancy", "faithfulness", "answer_relevancy")
-EXPECTED_AFTER = {"RagpulseQualityDrift", "RagpulseQualityBelowBaseline"}
+EXPECTED_AFTER = {"RagpulseQualityDrift", "RagpulseQualityBelowBaseline", "RagpulseServiceQualityDegraded"}
 # May fire after the regression too: the broken retriever scores lower (the top-score signal
 # drifts, on every interaction, no judge), and once facts go missing answers leave their context
 # (the overlap signal may confirm it before the demo ends).
