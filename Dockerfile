@@ -29,6 +29,9 @@ ENV PATH=/opt/ragpulse/bin:$PATH \
     RAGPULSE_OTLP_GRPC_LISTEN=0.0.0.0:4317 \
     RAGPULSE_METRICS_LISTEN=0.0.0.0:9464 \
     LITELLM_LOCAL_MODEL_COST_MAP=True
+# Where `ragpulse canary` keeps its accepted run (canary_state_file in docker-compose.yml): owned
+# by the runtime user, so a fresh named volume mounted there is writable.
+RUN mkdir -p /var/lib/ragpulse-canary && chown 65532:65532 /var/lib/ragpulse-canary
 # 65532: the conventional "nonroot" uid; no home, no shell login, no write access to the venv.
 USER 65532:65532
 EXPOSE 4317 4318 9464
