@@ -10,6 +10,7 @@ id, to the replicas behind that Service.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -158,3 +159,36 @@ def test_the_probes_export_to_the_collector_of_the_shape(tmp_path: Path) -> None
     assert [line for line in differing if not line.strip().startswith("#")] == [
         "  otlp_endpoint: http://ragpulse-collector:4318"
     ]
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_an_images_override_replaces_the_image_of_every_pod(shape: str, tmp_path: Path) -> None:
+    """docs/deployment.md, "The image": a kustomization of one's own with `images:` over a shape."""
+    base = by_kind_and_name(kustomize(SHAPES[shape]))
+    placeholder = base[("Deployment", "ragpulse")]["spec"]["template"]["spec"]["containers"][0]["image"]
+    name, _, _ = placeholder.rpartition(":")
+    mine = tmp_path / "my-ragpulse"
+    mine.mkdir()
+    (mine / "kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "kustomize.config.k8s.io/v1beta1",
+                "kind": "Kustomization",
+                "namespace": "ragpulse",
+                "resources": [os.path.relpath(SHAPES[shape], mine)],
+                "images": [
+                    {"name": name, "newName": "registry.example.com/platform/ragpulse", "newTag": "0.1.0"}
+                ],
+            }
+        )
+    )
+    images = {}
+    for resource in kustomize(mine):
+        spec = resource.get("spec", {})
+        pod = spec.get("jobTemplate", {}).get("spec", spec).get("template", {}).get("spec")
+        for container in (pod or {}).get("containers", []):
+            images[resource["metadata"]["name"]] = container["image"]
+        assert resource["metadata"].get("namespace") == "ragpulse" or resource["kind"] == "Namespace"
+    ours = {k: v for k, v in images.items() if not k.endswith("-collector")}
+    assert set(ours) == {"ragpulse", "ragpulse-probe", "ragpulse-canary"}
+    assert set(ours.values()) == {"registry.example.com/platform/ragpulse:0.1.0"}
