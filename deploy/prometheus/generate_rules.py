@@ -14,7 +14,10 @@ Quality alerts fit the judge (docs/runbooks.md): by default a series is compared
 same under any judge; plus the agent's drift detector (`RagpulseQualityDrift`). Absolute
 thresholds (`RagpulseQualityBelowThreshold`) are opt-in: they are not in the rules but in each
 agent's `alert_thresholds` setting, exported as `ragpulse_quality_threshold{metric}`, and the rules
-compare against it (falling back to DEFAULT_THRESHOLDS below, empty: no threshold, no alert). The
+compare against it (falling back to DEFAULT_THRESHOLDS below, empty: no threshold, no alert).
+These are per series (service, route, metric) and `warning`s: the page is one per service,
+`RagpulseServiceQualityDegraded`, which lists the routes and metrics whose series alert fires and
+which Alertmanager uses to mute them (one regression moved 20 series of the demo at once). The
 other knobs are `RuleParams`, settable with `--set name=value`. Tests generate a copy with every
 `for:` shortened (`for_override`) so that a real Prometheus fires the same rules in seconds.
 
