@@ -241,6 +241,11 @@ def test_the_regression_fires_the_drift_and_baseline_alerts_and_nothing_else(dem
     # Then facts go missing: faithfulness falls to 0 (answer relevancy never moves).
     assert any(m == "faithfulness" for _, _, m in below), below
     assert not any(m == "answer_relevancy" for _, _, m in below), below
+    # One page per service, however many of its routes and metrics alert (docs/runbooks.md).
+    series = demo.seen_after["RagpulseQualityDrift"] | below
+    pages = demo.seen_after["RagpulseServiceQualityDegraded"]
+    assert {service for service, _, _ in pages} == {service for service, _, _ in series}
+    assert len(pages) < len(series), (pages, series)
 
 
 def test_every_dashboard_panel_the_demo_feeds_returns_series(demo: DemoRun) -> None:
