@@ -1,7 +1,7 @@
 # ragpulse agent image: multi-stage (build tools never reach the runtime image), slim, non-root.
 # Dependencies come from the hashed lock file, like CI installs them.
 #   docker build -t ragpulse .
-#   docker run -p 4318:4318 -p 9464:9464 ragpulse            # embedded defaults
+#   docker run -p 4317:4317 -p 4318:4318 -p 9464:9464 ragpulse   # embedded defaults: OTLP/gRPC, OTLP/HTTP, /metrics
 FROM python:3.11-slim AS build
 WORKDIR /src
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
@@ -26,11 +26,15 @@ ENV PATH=/opt/ragpulse/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     RAGPULSE_OTLP_LISTEN=0.0.0.0:4318 \
+    RAGPULSE_OTLP_GRPC_LISTEN=0.0.0.0:4317 \
     RAGPULSE_METRICS_LISTEN=0.0.0.0:9464 \
     LITELLM_LOCAL_MODEL_COST_MAP=True
+# Where `ragpulse canary` keeps its accepted run (canary_state_file in docker-compose.yml): owned
+# by the runtime user, so a fresh named volume mounted there is writable.
+RUN mkdir -p /var/lib/ragpulse-canary && chown 65532:65532 /var/lib/ragpulse-canary
 # 65532: the conventional "nonroot" uid; no home, no shell login, no write access to the venv.
 USER 65532:65532
-EXPOSE 4318 9464
+EXPOSE 4317 4318 9464
 STOPSIGNAL SIGTERM
 # /healthz on the port of RAGPULSE_METRICS_LISTEN, whatever it is set to at run time.
 HEALTHCHECK --interval=10s --timeout=3s --start-period=20s --retries=3 \

@@ -1,9 +1,10 @@
 """A LangChain RAG chain instrumented with OpenInference, exporting to ragpulse.
 
 Offline: LangChain's fake chat model and deterministic fake embeddings, an in-memory vector
-store. Run a ragpulse first (`ragpulse run`), then:
+store (its similarity search needs numpy, which langchain-core does not install). Run a ragpulse
+first (`ragpulse run`), then:
 
-    pip install langchain-core openinference-instrumentation-langchain \
+    pip install langchain-core openinference-instrumentation-langchain numpy \
         opentelemetry-sdk opentelemetry-exporter-otlp-proto-http
     python examples/langchain_app.py --endpoint http://127.0.0.1:4318
 """

@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
 from agent.infra.endpoint_security import EndpointSecurity
+from agent.infra.listening import listen_error
 from agent.infra.looplag import LoopLagMonitor
 from agent.infra.waiting import Dependencies
 from agent.model import MetricResult, Outcome, RagInteraction
@@ -93,7 +94,11 @@ class MetricsServer:
         site = web.TCPSite(
             self._runner, self._host, self._port, reuse_address=True, ssl_context=security.ssl_context
         )
-        await site.start()
+        try:
+            await site.start()
+        except OSError as exc:  # a busy port is the operator's to fix: one line naming the setting
+            await self._runner.cleanup()
+            raise listen_error("metrics_listen", self._host, self._port, exc) from None
         self.bound_port = self._runner.addresses[0][1]
         log.info("metrics on %s://%s:%d/metrics", security.scheme, self._host, self.bound_port)
 

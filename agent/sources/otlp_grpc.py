@@ -22,6 +22,7 @@ grpcio is imported here only, so the Kafka deployment never loads it unless this
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import math
 from collections.abc import Sequence
@@ -34,6 +35,7 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from prometheus_client import Counter
 
+from agent.infra.listening import check_bindable, listen_error
 from agent.otlp.decode import UndecodableError, decode_request
 from agent.sources import refusals
 from agent.sources.base import Intake
@@ -55,10 +57,12 @@ def build_grpc_server(
     max_message_bytes: int,
     credentials: grpc.ServerCredentials | None = None,
     interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+    setting: str = "otlp_grpc_listen",
 ) -> tuple[grpc.aio.Server, int]:
     """The one place a gRPC server is made: plaintext, or TLS when `credentials` are given.
 
-    Returns the server (not started) and the port it bound (useful with port 0).
+    Returns the server (not started) and the port it bound (useful with port 0); raises
+    ListenError, naming `setting`, when the address cannot be bound.
     """
     server = grpc.aio.server(
         options=[
@@ -70,12 +74,19 @@ def build_grpc_server(
         interceptors=tuple(interceptors),
     )
     server.add_generic_rpc_handlers((handlers,))
-    if credentials is None:
-        port = server.add_insecure_port(address)
-    else:
-        port = server.add_secure_port(address, credentials)
+    host, _, port_text = address.rpartition(":")
+    # gRPC reports a failed bind as a RuntimeError after its C++ core logged to stderr: try the
+    # address first, so a busy port is one line naming the setting (agent/infra/listening.py).
+    check_bindable(setting, host.strip("[]"), int(port_text))
+    try:
+        if credentials is None:
+            port = server.add_insecure_port(address)
+        else:
+            port = server.add_secure_port(address, credentials)
+    except RuntimeError as exc:  # taken between the check and the bind
+        raise listen_error(setting, host, int(port_text), OSError(errno.EADDRINUSE, str(exc))) from None
     if port == 0:
-        raise OSError(f"OTLP/gRPC receiver cannot listen on {address}")
+        raise listen_error(setting, host, int(port_text), OSError(errno.EADDRINUSE, "cannot bind"))
     return server, port
 
 

@@ -35,6 +35,7 @@ from google.rpc import code_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from agent.infra.endpoint_security import EndpointSecurity
+from agent.infra.listening import listen_error
 from agent.otlp.decode import DecodedRequest, Encoding, UndecodableError, decode_request
 from agent.sources import refusals
 from agent.sources.base import Intake
@@ -193,7 +194,11 @@ class OtlpHttpSource:
         site = web.TCPSite(
             self._runner, self._host, self._port, reuse_address=True, ssl_context=security.ssl_context
         )
-        await site.start()
+        try:
+            await site.start()
+        except OSError as exc:  # a busy port is the operator's to fix: one line naming the setting
+            await self._runner.cleanup()
+            raise listen_error("otlp_listen", self._host, self._port, exc) from None
         self.bound_port = self._runner.addresses[0][1]
         log.info("OTLP/HTTP receiver on %s://%s:%d/v1/traces", security.scheme, self._host, self.bound_port)
 

@@ -14,7 +14,10 @@ Quality alerts fit the judge (docs/runbooks.md): by default a series is compared
 same under any judge; plus the agent's drift detector (`RagpulseQualityDrift`). Absolute
 thresholds (`RagpulseQualityBelowThreshold`) are opt-in: they are not in the rules but in each
 agent's `alert_thresholds` setting, exported as `ragpulse_quality_threshold{metric}`, and the rules
-compare against it (falling back to DEFAULT_THRESHOLDS below, empty: no threshold, no alert). The
+compare against it (falling back to DEFAULT_THRESHOLDS below, empty: no threshold, no alert).
+These are per series (service, route, metric) and `warning`s: the page is one per service,
+`RagpulseServiceQualityDegraded`, which lists the routes and metrics whose series alert fires and
+which Alertmanager uses to mute them (one regression moved 20 series of the demo at once). The
 other knobs are `RuleParams`, settable with `--set name=value`. Tests generate a copy with every
 `for:` shortened (`for_override`) so that a real Prometheus fires the same rules in seconds.
 
@@ -253,13 +256,62 @@ def _below_baseline(p: RuleParams) -> dict[str, Any]:
         f"and on ({SCORE_KEY})\n  {count}{recent} >= {p.min_evaluations_1h}\n"
         f"and on ({SCORE_KEY})\n  {count}{history} offset {recent} >= {p.min_evaluations_baseline}",
         "for": p.baseline_for,
-        "severity": "critical",
+        "severity": "warning",
         "summary": f"{_WHERE} fell below its own baseline",
         "description": f"The {recent} mean of {_WHERE} is {_quality_value(recent)}, "
         "{{ $value | humanizePercentage }} of its mean over the "
         f"{history} before ({_quality_value(history, offset=recent)}), over "
         f"{_series_value(count + recent, '%.0f')} scored interactions (alerting below "
         f"{ratio:.0%}, for {p.baseline_for}).",
+    }
+
+
+# The per-series quality alerts (one per service, route and metric) that the per-service page
+# stands for; Alertmanager mutes them while it fires (deploy/alertmanager/alertmanager.yml).
+SERIES_QUALITY_ALERTS = (
+    "RagpulseQualityBelowBaseline",
+    "RagpulseQualityBelowThreshold",
+    "RagpulseQualityDrift",
+)
+
+
+def _firing_series(by: str, shown: str) -> str:
+    """A template listing, comma-separated, the service's firing series alerts grouped `by` these
+    labels, each shown as `shown` (a template over `$s.Labels`)."""
+    names = "|".join(SERIES_QUALITY_ALERTS)
+    # sortByLabel is stable: sorting by the last label first orders by the first, then the next.
+    order = "".join(f' | sortByLabel "{label}"' for label in reversed(by.split(", ")))
+    return (
+        f'{{{{ range $i, $s := printf `count by ({by}) (ALERTS{{alertstate="firing",alertname=~"{names}",'
+        f"service=%q}})` $labels.service | query{order} }}}}"
+        f"{{{{ if $i }}}}, {{{{ end }}}}{shown}{{{{ end }}}}"
+    )
+
+
+_ROUTES = _firing_series("route", "{{ $s.Labels.route }}")
+_METRICS = _firing_series("metric", "{{ $s.Labels.metric }}")
+_SERIES = _firing_series(
+    "metric, route, alertname", "{{ $s.Labels.metric }} of {{ $s.Labels.route }} ({{ $s.Labels.alertname }})"
+)
+
+
+def _service_quality() -> dict[str, Any]:
+    """One page per service: a regression usually moves several routes and metrics at once, and
+    each would otherwise page on its own (the demo's one regression raised 20 series). Built on the
+    per-series alerts' own ALERTS series, so it fires exactly while one of them fires, with their
+    `for:`; it is evaluated after them in the same group, at the same timestamp."""
+    names = "|".join(SERIES_QUALITY_ALERTS)
+    return {
+        "alert": "RagpulseServiceQualityDegraded",
+        "expr": f'count by (service) (ALERTS{{alertstate="firing",alertname=~"{names}"}})',
+        "for": "0m",
+        "severity": "critical",
+        "summary": "Quality of {{ $labels.service }} dropped ({{ $value }} series)",
+        "description": '{{ $value | printf "%.0f" }} quality series of {{ $labels.service }} alert on '
+        f"routes {_ROUTES} and metrics {_METRICS}: {_SERIES}. Each is muted while this page fires; "
+        "see them in Prometheus' alerts page or Alertmanager.",
+        "routes": _ROUTES,
+        "metrics": _METRICS,
     }
 
 
@@ -274,7 +326,7 @@ def alert_rules(p: RuleParams) -> list[dict[str, Any]]:
             f"and on ({score_key})\n"
             f"  service_route_metric:ragpulse_score_count:increase5m >= {p.min_evaluations_5m}",
             "for": p.quality_for,
-            "severity": "critical",
+            "severity": "warning",
             "summary": f"{_WHERE} below its threshold",
             "description": f'The 5m mean of {_WHERE} is {{{{ $value | printf "%.3f" }}}}, below '
             f"the threshold {_THRESHOLD_VALUE}, over {_COUNT_5M} scored interactions, for "
@@ -284,7 +336,7 @@ def alert_rules(p: RuleParams) -> list[dict[str, Any]]:
             "alert": "RagpulseQualityDrift",
             "expr": f"max by ({score_key}) (ragpulse_drift_detected) == 1",
             "for": p.drift_for,
-            "severity": "critical",
+            "severity": "warning",
             "summary": f"{_WHERE} dropped below its baseline",
             "description": "The agent's drift detector (CUSUM confirmed by a window test) flags a "
             f"drop of {_WHERE} below its learnt baseline; the 5m mean is now {_quality_value('5m')} "
@@ -306,6 +358,7 @@ def alert_rules(p: RuleParams) -> list[dict[str, Any]]:
             f'{{{{ $value | printf "%.3f" }}}} below the same hour a week earlier '
             f"(alerting above a drop of {p.week_drop}).",
         },
+        _service_quality(),
         {
             "alert": "RagpulseJudgeErrors",
             "expr": f"model:ragpulse_judge_requests:error_ratio_rate5m > {p.judge_error_ratio}\n"
@@ -398,6 +451,8 @@ def _alert(p: RuleParams, spec: dict[str, Any]) -> dict[str, Any]:
         "annotations": {
             "summary": spec["summary"],
             "description": spec["description"],
+            # Extra annotations a receiver may show on their own (the page's routes and metrics).
+            **{key: spec[key] for key in ("routes", "metrics") if key in spec},
             "runbook_url": f"{p.runbook_base}#{name.lower()}",
         },
     }

@@ -147,7 +147,8 @@ def test_every_alert_is_routed_by_its_severity(severity: str, receiver: str) -> 
 
 
 def test_one_fault_alerts_once_through_the_inhibit_rules(tmp_path: Path) -> None:
-    """The committed Alertmanager configuration in a real Alertmanager: a series below its baseline
+    """The committed Alertmanager configuration in a real Alertmanager: a service's quality page
+    mutes that service's per-series quality alerts (it lists them); a series below its baseline
     mutes its drift alert; empty retrievals and refusals mute the drift of their own signal on the
     same route, and nothing else."""
     if missing_binaries(ALERTMANAGER):
@@ -160,6 +161,7 @@ def test_one_fault_alerts_once_through_the_inhibit_rules(tmp_path: Path) -> None
         "/-/ready",
     )
     shop = {"service": "shop", "route": "/ask"}
+    vip = {"service": "vip", "route": "/ask"}
     alerts = {
         "baseline": {"alertname": "RagpulseQualityBelowBaseline", **shop, "metric": "faithfulness"},
         "drift": {"alertname": "RagpulseQualityDrift", **shop, "metric": "faithfulness"},
@@ -171,8 +173,14 @@ def test_one_fault_alerts_once_through_the_inhibit_rules(tmp_path: Path) -> None
         "top_score": {"alertname": "RagpulseSignalDrift", **shop, "signal": "retrieval_top_score"},
         "hit_elsewhere": {"alertname": "RagpulseSignalDrift", "service": "shop", "route": "/faq",
                           "signal": "retrieval_hit"},
+        "page": {"alertname": "RagpulseServiceQualityDegraded", "service": "shop"},
+        "week": {"alertname": "RagpulseQualityWeekOverWeekDrop", **shop, "metric": "faithfulness"},
+        # Another service, not paged: its baseline alert stands, and mutes its own drift only.
+        "vip_baseline": {"alertname": "RagpulseQualityBelowBaseline", **vip, "metric": "faithfulness"},
+        "vip_drift": {"alertname": "RagpulseQualityDrift", **vip, "metric": "faithfulness"},
+        "vip_other_drift": {"alertname": "RagpulseQualityDrift", **vip, "metric": "context_precision"},
     }  # fmt: skip
-    muted = {"drift", "hit", "answered"}
+    muted = {"baseline", "drift", "other_drift", "week", "hit", "answered", "vip_drift"}
     try:
         server.wait_ready()
         body = json.dumps([{"labels": {**labels, "severity": "warning"}} for labels in alerts.values()])

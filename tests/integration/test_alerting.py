@@ -3,9 +3,10 @@
 Two agents (replicas) take OTLP spans; a real Prometheus scrapes them every second with the
 generated recording and alert rules loaded (every `for:` shortened to 2s), a real Alertmanager
 routes with the committed configuration to a webhook in this test. Responses that their chunks do
-not support are injected on one replica; the quality alert must reach the webhook with its labels
-and runbook link, the drift alert must fire, the recorded means must pool both replicas' sums and
-counts, and every PromQL expression of every dashboard panel must run and return data.
+not support are injected on one replica; one page for the service must reach the webhook with the
+routes and metrics that alert and its runbook link, the per-series alerts must fire (muted, not
+paging), the recorded means must pool both replicas' sums and counts, and every PromQL expression
+of every dashboard panel must run and return data.
 """
 
 from __future__ import annotations
@@ -110,8 +111,8 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
         dropped_at = time.monotonic()
         send(agents[0], 60, 40, good=False)
         quality_alert = stack.wait(
-            "RagpulseQualityBelowThreshold at the webhook",
-            lambda: stack.webhook.first("RagpulseQualityBelowThreshold", **FAITHFULNESS),
+            "RagpulseServiceQualityDegraded at the webhook",
+            lambda: stack.webhook.first("RagpulseServiceQualityDegraded", service="shop"),
         )
         final = (_scored(agents[0], 100), _scored(agents[1], 40))
         stack.wait_scraped('ragpulse_score_count{metric="faithfulness"}', 140)
@@ -122,21 +123,66 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
             agent.kill()
 
 
-def test_quality_drop_reaches_the_webhook_with_labels_and_runbook(scenario: Scenario) -> None:
+def test_quality_drop_pages_once_for_the_service_with_its_series_and_runbook(scenario: Scenario) -> None:
     arrived, alert = scenario.quality_alert
     labels, annotations = alert["labels"], alert["annotations"]
     assert labels["severity"] == "critical"
     assert alert["receiver"] == "page", "deploy/alertmanager/alertmanager.yml routes critical alerts to page"
-    assert {k: labels[k] for k in FAITHFULNESS} == FAITHFULNESS
+    assert labels["service"] == "shop" and "route" not in labels and "metric" not in labels
+    # The page names the routes and metrics of the series that alert.
+    assert annotations["routes"] == "ask"
+    assert "faithfulness" in annotations["metrics"].split(", ")
+    assert "faithfulness of ask (RagpulseQualityBelowThreshold)" in annotations["description"]
+    assert annotations["runbook_url"].endswith("docs/runbooks.md#ragpulseservicequalitydegraded")
+    print(f"drop injected -> page: {arrived - scenario.dropped_at:.1f}s")
+
+
+def test_the_series_alert_behind_the_page_quotes_its_threshold(scenario: Scenario) -> None:
+    stack = scenario.stack
+    (alert,) = [
+        a for a in stack.firing()
+        if a["labels"]["alertname"] == "RagpulseQualityBelowThreshold"
+        and {k: a["labels"][k] for k in FAITHFULNESS} == FAITHFULNESS
+    ]  # fmt: skip
+    annotations = alert["annotations"]
+    assert alert["labels"]["severity"] == "warning", "the page is per service; series alerts do not page"
     # The threshold came from the agents' environment, through ragpulse_quality_threshold.
     assert "below the threshold 0.65" in annotations["description"]
     mean = float(re.search(r"is (\d\.\d{3}), below", annotations["description"]).group(1))  # type: ignore[union-attr]
     assert mean < 0.65
-    url = annotations["runbook_url"]
-    assert url.endswith("docs/runbooks.md#ragpulsequalitybelowthreshold")
+    assert annotations["runbook_url"].endswith("docs/runbooks.md#ragpulsequalitybelowthreshold")
     runbook = (ROOT / "docs/runbooks.md").read_text()
     assert re.search(r"^## RagpulseQualityBelowThreshold$", runbook, re.M)
-    print(f"drop injected -> webhook: {arrived - scenario.dropped_at:.1f}s")
+
+
+def test_only_the_service_page_reaches_the_pager(scenario: Scenario) -> None:
+    """Several series alert (threshold and drift on faithfulness, maybe other metrics): in
+    Alertmanager each is muted by the service's page, and the pager received one quality alert."""
+    stack = scenario.stack
+
+    def series_states() -> dict[str, str]:
+        _, body = http_get(f"{stack.alertmanager.url}/api/v2/alerts")
+        return {
+            f"{a['labels']['alertname']} {a['labels'].get('route')} {a['labels'].get('metric')}":
+                a["status"]["state"]
+            for a in json.loads(body)
+            if a["labels"]["alertname"].startswith("RagpulseQuality") and a["labels"]["service"] == "shop"
+        }  # fmt: skip
+
+    expected = {"RagpulseQualityDrift ask faithfulness", "RagpulseQualityBelowThreshold ask faithfulness"}
+
+    def all_muted() -> dict[str, str] | None:
+        states = series_states()
+        return states if expected <= states.keys() and set(states.values()) == {"suppressed"} else None
+
+    stack.wait("the drift and threshold alerts of shop muted in Alertmanager", all_muted)
+    with stack.webhook.lock:
+        paged = {
+            (a["labels"]["alertname"], a["labels"].get("service"))
+            for _, a in stack.webhook.received
+            if a["receiver"] == "page" and "Quality" in a["labels"]["alertname"]
+        }
+    assert paged == {("RagpulseServiceQualityDegraded", "shop")}
 
 
 def test_drift_detector_fires_its_alert_and_unaffected_metrics_stay_quiet(scenario: Scenario) -> None:
@@ -148,7 +194,7 @@ def test_drift_detector_fires_its_alert_and_unaffected_metrics_stay_quiet(scenar
             if a["labels"]["alertname"] == "RagpulseQualityDrift" and a["labels"]["metric"] == "faithfulness"
         ],
     )  # fmt: skip
-    assert drift[0]["labels"]["severity"] == "critical"
+    assert drift[0]["labels"]["severity"] == "warning"
     assert drift[0]["annotations"]["runbook_url"].endswith("#ragpulsequalitydrift")
     # Context relevancy has no threshold (absolute thresholds are opt-in; only faithfulness's is set).
     quality = [

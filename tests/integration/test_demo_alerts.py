@@ -40,7 +40,7 @@ RULE_PARAMS = {
     "min_evaluations_baseline": 200,
 }
 METRICS = ("context_precision", "context_relevancy", "faithfulness", "answer_relevancy")
-EXPECTED_AFTER = {"RagpulseQualityDrift", "RagpulseQualityBelowBaseline"}
+EXPECTED_AFTER = {"RagpulseQualityDrift", "RagpulseQualityBelowBaseline", "RagpulseServiceQualityDegraded"}
 # May fire after the regression too: the broken retriever scores lower (the top-score signal
 # drifts, on every interaction, no judge), and once facts go missing answers leave their context
 # (the overlap signal may confirm it before the demo ends).
@@ -241,6 +241,11 @@ def test_the_regression_fires_the_drift_and_baseline_alerts_and_nothing_else(dem
     # Then facts go missing: faithfulness falls to 0 (answer relevancy never moves).
     assert any(m == "faithfulness" for _, _, m in below), below
     assert not any(m == "answer_relevancy" for _, _, m in below), below
+    # One page per service, however many of its routes and metrics alert (docs/runbooks.md).
+    series = demo.seen_after["RagpulseQualityDrift"] | below
+    pages = demo.seen_after["RagpulseServiceQualityDegraded"]
+    assert {service for service, _, _ in pages} == {service for service, _, _ in series}
+    assert len(pages) < len(series), (pages, series)
 
 
 def test_every_dashboard_panel_the_demo_feeds_returns_series(demo: DemoRun) -> None:

@@ -195,8 +195,10 @@ def prometheus_config(targets: Iterable[str], alertmanager: str, rules: Path) ->
     config["global"].update(scrape_interval="1s", evaluation_interval="1s")
     config["rule_files"] = [str(rules)]
     config["alerting"]["alertmanagers"] = [{"static_configs": [{"targets": [alertmanager]}]}]
-    (job,) = config["scrape_configs"]
+    # The agents' job only: the compose stack's Pushgateway (the canary's gauges) is not run here.
+    (job,) = [job for job in config["scrape_configs"] if job["job_name"] == "ragpulse"]
     job["static_configs"] = [{"targets": list(targets)}]
+    config["scrape_configs"] = [job]
     return config
 
 

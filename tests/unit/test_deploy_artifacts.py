@@ -145,8 +145,9 @@ def test_demo_app_is_a_ragpulse_subcommand() -> None:
 
 def test_prometheus_scrapes_every_replica_and_alerts_through_alertmanager() -> None:
     config = yaml.safe_load((ROOT / "deploy/prometheus/prometheus.yml").read_text())
-    (job,) = config["scrape_configs"]
-    assert job["job_name"] == rules_module().RuleParams().job
+    jobs = {job["job_name"]: job for job in config["scrape_configs"]}
+    assert set(jobs) == {rules_module().RuleParams().job, "pushgateway"}
+    job = jobs[rules_module().RuleParams().job]
     targets = {t for c in job["static_configs"] for t in c["targets"]}
     assert targets == {f"{name}:9464" for name in ragpulse_replicas()}
     (alertmanager,) = config["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"]
@@ -158,12 +159,23 @@ def test_prometheus_scrapes_every_replica_and_alerts_through_alertmanager() -> N
 
 
 def _mounts(service: str) -> dict[str, Path]:
-    """container path -> host path of a service's bind mounts."""
+    """container path -> host path of a service's bind mounts (named volumes left out)."""
     mounts = {}
     for volume in services()[service].get("volumes", []):
         host, container = volume.split(":")[:2]
-        mounts[container] = (ROOT / host).resolve()
+        if host.startswith("."):
+            mounts[container] = (ROOT / host).resolve()
     return mounts
+
+
+def _named_volumes(service: str) -> dict[str, str]:
+    """container path -> volume name of a service's named volumes."""
+    named = {}
+    for volume in services()[service].get("volumes", []):
+        host, container = volume.split(":")[:2]
+        if not host.startswith("."):
+            named[container] = host
+    return named
 
 
 def _host_path(mounts: dict[str, Path], container_path: str) -> Path:
@@ -174,10 +186,14 @@ def _host_path(mounts: dict[str, Path], container_path: str) -> Path:
 
 
 def test_every_mounted_file_exists_and_every_image_is_pinned() -> None:
+    declared = set(compose().get("volumes") or {})
     for name, service in services().items():
         for volume in service.get("volumes", []):
             host = volume.split(":")[0]
-            assert (ROOT / host).exists(), f"{name} mounts {host}, which does not exist"
+            if host.startswith("."):
+                assert (ROOT / host).exists(), f"{name} mounts {host}, which does not exist"
+            else:
+                assert host in declared, f"{name} mounts the volume {host}, not declared under volumes:"
         image = service.get("image", "")
         assert "build" in service or re.search(r":[\w.]+$", image), f"{name}: pin the image tag"
         assert not image.endswith(":latest"), name
@@ -205,6 +221,99 @@ def test_grafana_is_provisioned_with_the_datasource_and_the_dashboards() -> None
     assert _host_path(mounts, home).exists()
 
 
+def test_state_outlives_the_containers_in_named_volumes() -> None:
+    """What an operator would lose on `docker compose down`, each in a named volume where the
+    image keeps it."""
+    expected = {
+        "kafka": ("/var/lib/kafka/data", "kafka-data"),
+        "prometheus": ("/prometheus", "prometheus-data"),
+        "alertmanager": ("/alertmanager", "alertmanager-data"),
+        "grafana": ("/var/lib/grafana", "grafana-data"),
+        "canary": ("/var/lib/ragpulse-canary", "canary-state"),
+    }
+    for service, (path, volume) in expected.items():
+        assert _named_volumes(service).get(path) == volume, service
+    assert services()["kafka"]["environment"]["KAFKA_LOG_DIRS"] == "/var/lib/kafka/data"
+    assert "--storage.path=/alertmanager" in services()["alertmanager"]["command"]
+    # The image makes the canary's directory its runtime user's, so a fresh volume is writable.
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    (user,) = re.findall(r"^USER (\S+)", dockerfile, re.M)
+    assert f"chown {user} /var/lib/ragpulse-canary" in dockerfile
+
+
+def _compose_environment(service: str, mounts: dict[str, Path]) -> dict[str, str]:
+    """The service's variables, paths under its bind mounts rebased onto the repository."""
+    return {k: rebased(str(v), mounts) for k, v in services()[service].get("environment", {}).items()}
+
+
+def test_compose_canary_judges_like_the_agents_and_pushes_to_the_pushgateway(tmp_path: Path) -> None:
+    """The compose canary's own command and settings, run once against a recording Pushgateway."""
+    from agent import cli
+    from agent.commands import canary as canary_command
+    from tests.support.pushgateway import Pushgateway
+
+    canary = services()["canary"]
+    args = cli._parser().parse_args(canary["command"])
+    assert args.handler is canary_command._main and args.schedule
+    gateway_host, _, gateway_port = args.pushgateway.removeprefix("http://").partition(":")
+    assert gateway_host in services() and int(gateway_port) in published(services()[gateway_host])
+    assert gateway_host in canary["depends_on"]
+    config = yaml.safe_load((ROOT / "deploy/prometheus/prometheus.yml").read_text())
+    pushgateway_job = next(j for j in config["scrape_configs"] if j["job_name"] == "pushgateway")
+    assert pushgateway_job["honor_labels"] is True
+    assert pushgateway_job["static_configs"][0]["targets"] == [f"{gateway_host}:{gateway_port}"]
+
+    mounts = _mounts("canary")
+    mounts[next(iter(_named_volumes("canary")))] = tmp_path  # the state volume
+    environment = _compose_environment("canary", mounts)
+    settings = load_settings(environ=environment)
+    agents = load_settings(
+        environ={k: str(v) for k, v in next(iter(ragpulse_replicas().values()))["environment"].items()}
+    )
+    assert settings.judge == agents.judge, "the canary watches the agents' judge"
+    assert Path(settings.canary.state_file).parent == tmp_path
+    # The frozen set is the one of the Kubernetes ConfigMap.
+    config_map = manifests()["probes-configmap.yaml"]["data"]
+    for key in ("canary-items.jsonl", "canary-labels.jsonl", "golden.jsonl"):
+        assert (ROOT / "deploy/probes" / key).read_text() == config_map[key], key
+
+    once = [a for a in canary["command"] if a != "--schedule"]
+    with Pushgateway() as gateway:
+        once[once.index("--pushgateway") + 1] = gateway.url
+        result = subprocess.run(
+            [sys.executable, "-m", "agent", *once], env={"PATH": "/usr/bin:/bin", **environment},
+            capture_output=True, text=True, timeout=120, cwd=tmp_path,
+        )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    (push,) = gateway.received()
+    assert push.path == "/metrics/job/ragpulse-canary"
+    assert push.scrape().value("ragpulse_canary_judge_moved") == 0
+    assert json.loads(Path(settings.canary.state_file).read_text())["accepted"]
+    assert not list(tmp_path.glob("ragpulse-canary*")), "nothing lands in the working directory"
+
+
+def test_compose_probe_runs_on_demand_through_the_collector(tmp_path: Path) -> None:
+    from agent import cli
+    from agent.commands import probe as probe_command
+    from agent.commands.probe import golden_items, prober_config
+
+    probe = services()["probe"]
+    assert probe["profiles"] == ["probes"], "it needs the user's app: only with --profile probes"
+    command = [re.sub(r"\$\{PROBE_ENDPOINT:-([^}]*)\}", r"\1", a) for a in probe["command"]]
+    args = cli._parser().parse_args(command)
+    assert args.handler is probe_command._main and args.schedule and args.endpoint.startswith("http://")
+    mounts = _mounts("probe")
+    environment = _compose_environment("probe", mounts)
+    copy = tmp_path / "probes.yaml"  # its paths under the mounts pointed into the repository
+    copy.write_text(rebased(Path(environment["RAGPULSE_CONFIG"]).read_text(), mounts))
+    settings = load_settings(environ={**environment, "RAGPULSE_CONFIG": str(copy)})
+    assert len(golden_items(Path(settings.probes.golden_set))) >= 1
+    assert prober_config(settings, args.endpoint).endpoints[0].url == args.endpoint
+    collector = yaml.safe_load((ROOT / "deploy/otel-collector/config.yaml").read_text())
+    http_port = collector["receivers"]["otlp"]["protocols"]["http"]["endpoint"].rsplit(":", 1)[1]
+    assert settings.probes.otlp_endpoint == f"http://otel-collector:{http_port}"
+
+
 # -- Dockerfile ------------------------------------------------------------------------------
 
 
@@ -222,7 +331,18 @@ def test_image_is_multi_stage_slim_non_root_with_a_healthcheck() -> None:
         assert not re.search(r"KEY|TOKEN|PASSWORD|SECRET", line.split("#")[0]), line
     assert "deploy/docker/entrypoint.sh" in dockerfile
     exposed = {int(p) for p in re.findall(r"^EXPOSE (.*)$", dockerfile, re.M)[0].split()}
-    assert exposed == {4318, 9464}
+    assert exposed == {4317, 4318, 9464}
+
+
+def test_image_listens_on_all_interfaces_on_the_ports_it_exposes() -> None:
+    """The image's settings bind OTLP/gRPC, OTLP/HTTP and /metrics on 0.0.0.0 (another
+    container must reach them), on exactly the ports EXPOSE declares."""
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    environment = dict(re.findall(r"\b(RAGPULSE_[A-Z_]+)=(\S+)", dockerfile))
+    settings = load_settings(environ=environment)
+    exposed = {int(p) for p in re.findall(r"^EXPOSE (.*)$", dockerfile, re.M)[0].split()}
+    bound = {settings.otlp.address, settings.otlp.grpc_address, settings.server.address}
+    assert bound == {("0.0.0.0", port) for port in exposed}
 
 
 def test_entrypoint_reads_keys_from_mounted_secret_files(tmp_path: Path) -> None:
