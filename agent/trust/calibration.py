@@ -53,7 +53,7 @@ def method_for(labels: int, asked: str = "auto") -> Method:
         )
     if asked not in METHODS:
         raise ValueError(f"unknown calibration method {asked!r}; choose from {METHODS}")
-    return asked  # type: ignore[return-value]
+    return asked
 
 
 class CalibrationError(ValueError):
