@@ -137,14 +137,18 @@ def _changed(items: Sequence[ChangedItem], empty: str) -> str:
     blocks = []
     for shown in items:
         change, item = shown.change, shown.change.a.item
+        # Each side lists the scores that differ; the others are only counted.
+        moved = [m for m in change.metrics if change.a.scores.get(m) != change.b.scores.get(m)]
+        same = len(change.metrics) - len(moved)
         blocks.append(
             f'<details open class="changed"><summary><b>{escape(item.id)}</b> '
             f'<span class="{"better" if change.change > 0 else "worse"}">{change.change:+.3f}</span> — '
             f"{escape(item.question)}</summary>"
             + (f"<p><b>Reference:</b> {escape(item.reference)}</p>" if item.reference else "")
+            + (f'<p class="muted">{same} other score(s) unchanged.</p>' if same else "")
             + '<div class="sides">'
-            + _side("A", change.a, shown.verdicts_a, change.metrics)
-            + _side("B", change.b, shown.verdicts_b, change.metrics)
+            + _side("A", change.a, shown.verdicts_a, moved)
+            + _side("B", change.b, shown.verdicts_b, moved)
             + "</div></details>"
         )
     return "".join(blocks)
