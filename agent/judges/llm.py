@@ -360,7 +360,11 @@ def key_variables(litellm: Any, model: str) -> tuple[str, ...]:
     function = litellm.validate_environment
     try:
         blind_os = types.SimpleNamespace(environ={}, getenv=lambda *_: None)
-        blind = types.FunctionType(function.__code__, {**function.__globals__, "os": blind_os})
+        blind = types.FunctionType(
+            function.__code__, {**function.__globals__, "os": blind_os}, None,
+            function.__defaults__, function.__closure__,
+        )  # fmt: skip
+        blind.__kwdefaults__ = function.__kwdefaults__
         missing = blind(model=model)["missing_keys"]
     except Exception:  # another litellm version: name ragpulse's variable only
         return ()
@@ -381,7 +385,7 @@ def _is_credential(variable: str) -> bool:
 
 
 def judge_failure_line(model: str, reason: str, message: str, provider_keys: Sequence[str],
-                       missing: Sequence[str], own_key: bool) -> str:  # fmt: skip
+                       missing: Sequence[str], own_key: bool, status: object = None) -> str:  # fmt: skip
     """One line naming a permanent judge failure, the provider's message and what to set."""
     ours = "RAGPULSE_JUDGE_API_KEY"
     if reason == "auth":
@@ -398,7 +402,9 @@ def judge_failure_line(model: str, reason: str, message: str, provider_keys: Seq
     else:
         what = "request rejected"
         todo = "check RAGPULSE_JUDGE_MODEL, RAGPULSE_JUDGE_API_BASE and RAGPULSE_JUDGE_STRUCTURED_OUTPUT"
-    return f"judge {model}: {what} ({reason}): {message} -> {todo}"
+    # The HTTP status when the provider answered one (litellm's missing key is a 500 never sent).
+    answered = f", HTTP {status}" if isinstance(status, int) and 400 <= status < 500 else ""
+    return f"judge {model}: {what} ({reason}{answered}): {message} -> {todo}"
 
 
 class LLMJudge:
@@ -683,7 +689,7 @@ class LLMJudge:
                 raise _Retryable(
                     f"HTTP {status} {name}: {provider_message(exc)}", reason, retry_after_seconds(exc)
                 ) from exc
-            raise self._permanent(reason, exc) from exc
+            raise self._permanent(reason, exc, status) from exc
         self._record_usage(response)
         try:
             content = response.choices[0].message.content
@@ -691,11 +697,11 @@ class LLMJudge:
             raise JudgeError(f"judge response without a message: {exc}") from None
         return content or ""
 
-    def _permanent(self, reason: str, exc: BaseException) -> JudgeError:
+    def _permanent(self, reason: str, exc: BaseException, status: object = None) -> JudgeError:
         """A failure no retry can mend, as one line naming what to set."""
         line = judge_failure_line(
             self._model, reason, provider_message(exc), self._key_variables, self._missing_keys,
-            own_key=self._options.api_key is not None,
+            own_key=self._options.api_key is not None, status=status,
         )  # fmt: skip
         if reason in BROKEN_REASONS:
             self._broken = line
