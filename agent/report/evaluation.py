@@ -82,7 +82,7 @@ def _verdict_rows(details: Sequence[VerdictDetail]) -> str:
         for d in details
     ]
     headers = ["question", "verdict", "score", "about", *(("reason",) if with_reasons else ())]
-    return table(headers, rows, numeric=(2,))
+    return table(headers, rows, numeric=(2,), text=(3, 4))
 
 
 def _weakest(weak: Sequence[WeakItem], metrics: Sequence[str]) -> str:
@@ -111,7 +111,7 @@ def _bad_rows(bad: Sequence[BadRow]) -> str:
     shown = bad[:200]
     rows = [(str(b.line), escape(b.reason)) for b in shown]
     more = f"<p>… and {len(bad) - len(shown)} more.</p>" if len(bad) > len(shown) else ""
-    return table(["line", "reason"], rows, numeric=(0,)) + more
+    return table(["line", "reason"], rows, numeric=(0,), text=(1,)) + more
 
 
 def _verdict_class(verdict: str) -> str:
