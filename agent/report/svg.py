@@ -84,9 +84,9 @@ def histogram_svg(values: Sequence[float], title: str, mean: float | None = None
         return top + plot_h - c / top_count * plot_h
 
     body = [_text(left + plot_w / 2, 15, title, extra=' font-weight="600"')]
-    for t in y_ticks:
-        body.append(_line(left, y(t), left + plot_w, y(t), GRID))
-        body.append(_text(left - 5, y(t) + 4, f"{int(t)}", "end"))
+    for count in y_ticks:
+        body.append(_line(left, y(count), left + plot_w, y(count), GRID))
+        body.append(_text(left - 5, y(count) + 4, f"{count}", "end"))
     for t in (0.0, 0.2, 0.4, 0.6, 0.8, 1.0):
         body.append(_line(x(t), top + plot_h, x(t), top + plot_h + 4, INK))
         body.append(_text(x(t), top + plot_h + 16, f"{t:.1f}"))
