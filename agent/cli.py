@@ -38,7 +38,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"ragpulse {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    def with_settings(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    def with_settings(p: argparse.ArgumentParser, *, agent_flags: bool = True) -> argparse.ArgumentParser:
+        """The settings flags; `agent_flags=False` leaves out those of the running agent (listen
+        addresses, judge model, sample rate) for a command that has its own or uses none."""
         p.add_argument("--config", metavar="FILE", help="YAML settings file (or RAGPULSE_CONFIG)")
         p.add_argument(
             "--set",
@@ -47,10 +49,11 @@ def _parser() -> argparse.ArgumentParser:
             default=[],
             help="override any setting, e.g. --set sample_rate=0.1 (repeatable)",
         )
-        p.add_argument("--otlp-listen", metavar="HOST:PORT")
-        p.add_argument("--metrics-listen", metavar="HOST:PORT")
-        p.add_argument("--judge-model", metavar="MODEL")
-        p.add_argument("--sample-rate", type=float, metavar="RATE")
+        if agent_flags:
+            p.add_argument("--otlp-listen", metavar="HOST:PORT")
+            p.add_argument("--metrics-listen", metavar="HOST:PORT")
+            p.add_argument("--judge-model", metavar="MODEL")
+            p.add_argument("--sample-rate", type=float, metavar="RATE")
         p.add_argument("--log-level", type=str.upper, choices=["DEBUG", "INFO", "WARNING", "ERROR"])
         return p
 
@@ -73,13 +76,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    overrides: dict[str, Any] = {
-        "otlp_listen": args.otlp_listen,
-        "metrics_listen": args.metrics_listen,
-        "judge_model": args.judge_model,
-        "sample_rate": args.sample_rate,
-        "log_level": args.log_level,
-    }
+    # A command's parser may leave some of these flags out (with_settings' agent_flags).
+    flags = ("otlp_listen", "metrics_listen", "judge_model", "sample_rate", "log_level")
+    overrides: dict[str, Any] = {name: getattr(args, name, None) for name in flags}
     for item in args.set:
         name, sep, value = item.partition("=")
         if not sep:

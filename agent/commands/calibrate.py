@@ -1,15 +1,17 @@
 """`ragpulse calibrate` and `ragpulse label-queue`.
 
-    ragpulse calibrate LABELS [--scores RESULTS] [--out DIR] [--method isotonic|platt]
+    ragpulse calibrate LABELS [--scores RESULTS] [--out DIR] [--method auto|isotonic|platt]
     ragpulse label-queue RESULTS --fraction F [--oversample K] [--inputs FILE] [--out FILE]
     ragpulse label-queue --from-results-topic [--config FILE] [--set NAME=VALUE] [--out FILE]
 
 calibrate writes DIR/calibration.json (load it with `--set calibration_file=...` in `ragpulse
 run`), DIR/agreement.json and DIR/report.html, prints a table, and reports unusable label lines
-by number on stderr without stopping. label-queue draws interactions for labelling exactly as the
-running agent does (same hash, same weights) and writes one JSONL line per interaction and metric
-with `"label": null` for a person to fill in; the filled file is a labels file for calibrate and
-for `agent.trust.offline.ppi_summary`. With --from-results-topic it exports what the running agents
+by number on stderr without stopping (one line for a reason shared by many lines). Per metric it
+prints a plain verdict on the judge's AUROC interval: at chance, weak or useful (docs/trust.md).
+label-queue draws interactions for labelling exactly as the running agent does (same hash,
+same weights) and writes one JSONL line per interaction and metric with `"label": null` for a
+person to fill in; the filled file is a labels file for calibrate and for
+`agent.trust.offline.ppi_summary`. With --from-results-topic it exports what the running agents
 marked on the Kafka results topic.
 """
 
@@ -34,9 +36,16 @@ def add_commands(commands: Any) -> None:
         "--scores", type=Path, metavar="RESULTS", help="judge scores JSONL (ragpulse eval's results.jsonl)"
     )
     calibrate.add_argument("--out", type=Path, default=Path("calibration"), metavar="DIR")
-    calibrate.add_argument("--method", choices=["isotonic", "platt"], default="isotonic")
+    calibrate.add_argument(
+        "--method", choices=["auto", "isotonic", "platt"], default="auto",
+        help="auto (default): isotonic from 100 labels of a metric on, Platt scaling below; "
+        "isotonic is refused below 100 labels",
+    )  # fmt: skip
     calibrate.add_argument("--metrics", nargs="+", metavar="METRIC", help="only these metrics")
-    calibrate.add_argument("--judge", metavar="NAME", help="the judge that produced the scores (recorded)")
+    calibrate.add_argument(
+        "--judge", metavar="NAME",
+        help="the judge that produced the scores (default: the one named in the summary.json beside RESULTS)",
+    )  # fmt: skip
     calibrate.add_argument("--target-precision", type=float, default=0.9, metavar="P")
     calibrate.add_argument("--target-recall", type=float, default=0.9, metavar="R")
     calibrate.add_argument(
@@ -83,8 +92,8 @@ def _thresholds(items: list[str]) -> dict[str, float]:
 
 def calibrate_command(args: argparse.Namespace) -> int:
     try:
-        from agent.trust.agreement import agreement
-        from agent.trust.calibration import CalibrationSet, fit
+        from agent.trust.agreement import agreement, auroc_verdict, plain
+        from agent.trust.calibration import CalibrationSet, fit, method_for
         from agent.trust.report import render
     except ImportError as exc:
         print(f"ragpulse calibrate: {exc.name} is missing; {EXTRA_HINT}", file=sys.stderr)
@@ -101,8 +110,8 @@ def calibrate_command(args: argparse.Namespace) -> int:
     thresholds = _thresholds(args.threshold)
     pairs, join_problems = join(label_file.labels, table, args.metrics)
     problems = sorted([*label_file.problems, *join_problems], key=lambda p: p.line)
-    for problem in problems:
-        print(f"{args.labels}: {problem}", file=sys.stderr)
+    _print_problems(args.labels, problems)
+    judge = args.judge or _judge_of(args.scores)
     if table is not None and table.problems:
         for problem in table.problems:
             print(f"{args.scores}: {problem}", file=sys.stderr)
@@ -114,6 +123,13 @@ def calibrate_command(args: argparse.Namespace) -> int:
     if not usable:
         print("ragpulse calibrate: no metric has two usable labels; nothing to calibrate", file=sys.stderr)
         return 1
+    if args.method == "isotonic":
+        for metric, joined in sorted(usable.items()):
+            try:
+                method_for(len(joined.labels), "isotonic")
+            except ValueError as exc:
+                print(f"ragpulse calibrate: {metric}: {exc}", file=sys.stderr)
+                return 2
 
     agreements = {}
     calibrations = {}
@@ -125,8 +141,8 @@ def calibrate_command(args: argparse.Namespace) -> int:
         )  # fmt: skip
         if len({label >= 0.5 for label in joined.labels}) == 2:
             calibrations[metric] = fit(
-                metric, joined.scores, joined.labels, method=args.method, judge=args.judge,
-                source=args.labels.name, goals=goals,
+                metric, joined.scores, joined.labels, method=method_for(len(joined.labels), args.method),
+                judge=judge, source=args.labels.name, goals=goals,
             )  # fmt: skip
         else:
             print(f"{metric}: every label is on one side; no calibration fitted", file=sys.stderr)
@@ -134,7 +150,7 @@ def calibrate_command(args: argparse.Namespace) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     CalibrationSet(calibrations).save(args.out / "calibration.json")
     document = {
-        "judge": args.judge,
+        "judge": judge,
         "labels": str(args.labels),
         "scores": str(args.scores) if args.scores else None,
         "problems": [str(p) for p in problems],
@@ -143,22 +159,66 @@ def calibrate_command(args: argparse.Namespace) -> int:
     (args.out / "agreement.json").write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
     page = render(
         agreements, calibrations, usable, problems, title="ragpulse calibrate: judge against human labels",
-        judge=args.judge,
+        judge=judge,
     )  # fmt: skip
     (args.out / "report.html").write_text(page, encoding="utf-8")
 
-    print(f"{'metric':<20} {'items':>5} {'good':>5} {'AUROC':>22} {'bal.acc':>7} {'F1(prob)':>8}")
+    print(f"Judge: {judge or 'unknown (give --judge, or --scores beside its summary.json)'}")
+    width = max(len("metric"), *(len(m) for m in agreements))
+    print(f"{'metric':<{width}} {'items':>5} {'good':>5} {'AUROC [95% CI]':>22} {'bal.acc':>7} "
+          f"{'F1(prob)':>8} {'threshold':>11} {'method':>8}  verdict")  # fmt: skip
     for metric, a in agreements.items():
         auroc = "n/a" if a.auroc.value is None else f"{a.auroc.value:.3f}"
         if a.auroc.low is not None and a.auroc.high is not None:
             auroc += f" [{a.auroc.low:.3f}, {a.auroc.high:.3f}]"
         bal = "n/a" if a.balanced_accuracy.value is None else f"{a.balanced_accuracy.value:.3f}"
         f1 = "n/a" if a.problem_f1.value is None else f"{a.problem_f1.value:.3f}"
-        print(f"{metric:<20} {a.items:>5} {a.positives:>5} {auroc:>22} {bal:>7} {f1:>8}")
+        method = calibrations[metric].method if metric in calibrations else "none"
+        verdict = auroc_verdict(a.auroc.low, a.auroc.high)
+        print(f"{metric:<{width}} {a.items:>5} {a.positives:>5} {auroc:>22} {bal:>7} {f1:>8} "
+              f"{plain(a.threshold):>11} {method:>8}  {verdict}")  # fmt: skip
     print(f"wrote {args.out / 'calibration.json'}, {args.out / 'agreement.json'}, {args.out / 'report.html'}")
     if problems:
         print(f"{len(problems)} label line(s) not used (listed above and in the report)")
     return 0
+
+
+SAME_REASON_SHOWN = 3
+
+
+def _print_problems(labels: Path, problems: Any) -> None:
+    """Unusable label lines on stderr: each line's own reason, but one line for a reason shared
+    by more than a few lines (a labels file without scores gives every line the same one)."""
+    from collections import defaultdict
+
+    by_reason: dict[str, list[int]] = defaultdict(list)
+    for problem in problems:
+        by_reason[problem.reason].append(problem.line)
+    for reason, lines in by_reason.items():
+        if len(lines) <= SAME_REASON_SHOWN:
+            for line in lines:
+                print(f"{labels}: line {line}: {reason}", file=sys.stderr)
+            continue
+        hint = ""
+        if reason.startswith("no score on the line"):
+            hint = ("; give the judge's scores with --scores RESULTS (ragpulse eval's results.jsonl), or "
+                    "label the lines of a label-queue file, which carry them")  # fmt: skip
+        print(
+            f"{labels}: {len(lines)} lines (first {lines[0]}, last {lines[-1]}): {reason}{hint}",
+            file=sys.stderr,
+        )
+
+
+def _judge_of(scores: Path | None) -> str | None:
+    """The judge named in the summary.json that ragpulse eval wrote beside `scores`, if any."""
+    if scores is None:
+        return None
+    try:
+        summary = json.loads((scores.parent / "summary.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    judge = summary.get("judge") if isinstance(summary, dict) else None
+    return judge if isinstance(judge, str) and judge else None
 
 
 def _inputs(path: Path) -> dict[str, dict[str, Any]]:

@@ -3,8 +3,10 @@
 The configured judge scores the frozen items again without the verdict cache; agreement with the
 human labels and the mean shift against the last accepted run are exported as
 ragpulse_canary_* gauges (served with --schedule, pushed with --pushgateway) and kept in
-canary_state_file. Exit status 3 when the judge moved, 1 when the judge failed on a labelled item
-(the run is incomplete: nothing saved or pushed); a CronJob shows both.
+canary_state_file. Exit statuses (docs/probes.md): 0 the judge has not moved (or this run was
+accepted); 1 the judge failed on a labelled item (the run is incomplete: nothing saved or pushed);
+3 the judge moved; 4 the frozen set changed since the accepted run (nothing judged: accept the
+new set with --accept); 5 the judge cannot work (its self-check failed). A CronJob shows each.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import argparse
 import asyncio
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +24,7 @@ from agent.infra.stopping import stop_on_signals, stopped_within, unless_stopped
 from agent.probes.canary import Comparison, MetricRun, record
 
 # Exit statuses: a CronJob shows a moved judge, and a run the judge could not finish, as failed.
-OK, INCOMPLETE, MOVED = 0, 1, 3
+OK, INCOMPLETE, MOVED, SET_CHANGED, JUDGE_BROKEN = 0, 1, 3, 4, 5
 
 
 def register(
@@ -48,7 +50,7 @@ def register(
 class CanaryRun:
     """What one run found: the exit status, and for a complete run its gauges' inputs."""
 
-    status: int  # OK, MOVED or INCOMPLETE
+    status: int  # OK, MOVED, INCOMPLETE, SET_CHANGED or JUDGE_BROKEN
     runs: Mapping[str, MetricRun] = field(default_factory=dict)
     comparison: Comparison | None = None  # None when the run was incomplete
 
@@ -108,7 +110,7 @@ async def run_once(settings: Settings, judge_telemetry: Any, *, accept: bool = F
     from agent.metrics import METRICS
     from agent.offline.evaluate import OfflineEvaluator
     from agent.offline.records import read_items
-    from agent.probes.canary import CanaryConfig, CanaryState, compare, metric_run
+    from agent.probes.canary import CanaryConfig, CanaryState, compare, metric_run, set_fingerprint
     from agent.trust.labels import read_label_file
 
     canary = settings.canary
@@ -119,8 +121,29 @@ async def run_once(settings: Settings, judge_telemetry: Any, *, accept: bool = F
     metrics = sorted({label.metric for label in labels} & set(METRICS))
     if not metrics:
         raise ConfigError(f"canary_labels_file: no label names a judged metric ({sorted(METRICS)})")
+    state = CanaryState(Path(canary.state_file))
+    fingerprint = set_fingerprint(
+        ({k: v for k, v in asdict(item).items() if k != "line"} for item in items),
+        ((label.interaction_id, label.metric, label.value, label.weight) for label in labels),
+    )
+    accepted_set = state.accepted_fingerprint()
+    if accepted_set is not None and accepted_set != fingerprint and not accept:
+        print(
+            f"canary: the frozen set changed (canary_items_file / canary_labels_file: fingerprint "
+            f"{fingerprint}, accepted {accepted_set} in {state.path}): accept it with --accept; "
+            "nothing judged or compared",
+            flush=True,
+        )
+        return CanaryRun(SET_CHANGED)
     # No verdict cache: a cached verdict would hide a judge that changed.
     judge = build_judge(settings, judge_telemetry, cached=False)
+    if not settings.judge.is_local and settings.judge.self_check:
+        from agent.judges.llm import check_judge, self_check_line
+
+        failure = await check_judge(judge)
+        if failure is not None:
+            print(f"canary: {self_check_line(judge.model, failure)}; nothing judged or saved", flush=True)
+            return CanaryRun(JUDGE_BROKEN)
     evaluator = OfflineEvaluator(judge, metrics)
     results = await _score(evaluator, items)
     scores = {(r.item.id, metric): v for r in results for metric, v in r.scores.items() if v is not None}
@@ -144,14 +167,20 @@ async def run_once(settings: Settings, judge_telemetry: Any, *, accept: bool = F
             "canary_labels_file: no labelled item was scored; do the labels' ids name items of "
             "canary_items_file, with the inputs their metric needs?"
         )
-    state = CanaryState(Path(canary.state_file))
     accepted, _ = state.accepted()
     comparison = compare(run, accepted, CanaryConfig(canary.max_mean_shift, canary.max_agreement_drop))
-    last = state.save(run, comparison, accept=accept, judge=settings.judge.model)
+    last = state.save(run, comparison, accept=accept, judge=settings.judge.model, fingerprint=fingerprint)
     for metric, result in run.items():
         print(
             f"canary {metric}: mean {result.mean:.3f} (shift {comparison.mean_shift.get(metric, 0.0):+.3f}), "
             f"auroc {_fmt(result.auroc)}, balanced accuracy {_fmt(result.balanced_accuracy)}",
+            flush=True,
+        )
+    if accept or accepted is None:
+        print(
+            f"canary: {'accepted' if accept else 'first run, accepted'} as the reference "
+            f"({len(items)} items, {len(labels)} labels, set fingerprint {fingerprint}, judge "
+            f"{settings.judge.model}); state in {state.path}",
             flush=True,
         )
     if comparison.moved and not accept:

@@ -21,29 +21,45 @@ from typing import Any
 from agent.config import Settings
 
 
-def register(
-    commands: Any, with_settings: Callable[[argparse.ArgumentParser], argparse.ArgumentParser]
-) -> None:
+def register(commands: Any, with_settings: Callable[..., argparse.ArgumentParser]) -> None:
     parser = with_settings(
         commands.add_parser(
             "eval",
-            help="score a labelled set offline (JSONL / RAGAS columns / CSV / Parquet)",
-            description="Score every item of FILE with every metric whose inputs are present; "
-            "with two files and --compare, compare configuration B with A.",
-        )
+            help="score a JSONL set offline (RAGAS columns, CSV and Parquet too)",
+            description="Score every item of FILE (a JSONL set: question, contexts, response, "
+            "optionally reference and ids) with every metric whose inputs are present; with two "
+            "files and --compare, compare B with A. Exit status: 0 scored, 1 no usable line, "
+            "2 usage or input error, 3 too many judge errors (--max-judge-errors), 5 the judge "
+            "cannot work (self-check failed); see docs/eval.md.",
+        ),
+        agent_flags=False,  # no listen address, no sampling: eval reads a file
     )
-    parser.add_argument("files", nargs="+", metavar="FILE", help="evaluation set (two with --compare)")
+    parser.add_argument("files", nargs="+", metavar="FILE", help="JSONL set to score (two with --compare)")
     parser.add_argument("--out", default="ragpulse-eval", metavar="DIR", help="output directory")
     parser.add_argument("--metrics", metavar="M1,M2", help="only these metrics (default: all that apply)")
-    parser.add_argument("--judge", dest="judge_model", metavar="MODEL", help="judge model (as --judge-model)")
+    parser.add_argument(
+        "--judge", "--judge-model", dest="judge_model", metavar="MODEL",
+        help="judge: lexical, embedding, or a litellm model such as openai/gpt-4o-mini",
+    )  # fmt: skip
     parser.add_argument("--k", type=int, default=5, help="cut-off of the rank metrics (default 5)")
     parser.add_argument("--compare", action="store_true", help="A/B comparison of two files")
+    parser.add_argument(
+        "--max-judge-errors", type=_share, default=0.1, metavar="SHARE",
+        help="exit 3 when more than this share of the judged scores are judge errors (default 0.1)",
+    )  # fmt: skip
     # Trust (docs/trust.md): prediction-powered estimates of the true means from human labels.
     parser.add_argument(
         "--labels", metavar="FILE", help="human labels JSONL: adds PPI estimates to the summary"
     )
     parser.add_argument("--calibration", metavar="FILE", help="calibration JSON from ragpulse calibrate")
     parser.set_defaults(handler=_main)
+
+
+def _share(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"a share between 0 and 1, got {text}")
+    return value
 
 
 def _main(args: argparse.Namespace, settings: Settings) -> int:

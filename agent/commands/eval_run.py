@@ -1,4 +1,10 @@
-"""`ragpulse eval`: score, summarise, write results, summary and report (parser in command.py)."""
+"""`ragpulse eval`: score, summarise, write results, summary and report (parser in eval.py).
+
+Exit statuses (docs/eval.md): 0 scored; 1 no usable line (or an unexpected error); 2 a usage or
+input error; 3 the judge failed on more than --max-judge-errors of the judged scores (all of
+them, whatever the share); 5 the judge cannot work (its self-check failed: credentials, model,
+api base), before anything was scored.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,7 @@ import gc
 import json
 import math
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,9 +36,12 @@ from agent.offline.records import BadRow, EvalItem, InputError, read_items
 from agent.offline.summary import (
     BETTER,
     WORSE,
+    ItemChange,
+    JudgeUsage,
     MetricComparison,
     MetricSummary,
     compare,
+    item_changes,
     pair_results,
     summarise,
     write_comparison,
@@ -40,6 +50,15 @@ from agent.offline.summary import (
 
 WEAKEST_SHOWN = 10
 BAD_LINES_PRINTED = 20
+# Exit statuses (docs/eval.md).
+OK, NO_INPUT, USAGE, JUDGE_FAILED, JUDGE_BROKEN = 0, 1, 2, 3, 5
+# Without a terminal (CI logs, `| tee`), a progress line at least this often, and every tenth.
+PROGRESS_SECONDS = 10.0
+LOG_WIDTH = 200  # columns of the tables printed to a log or pipe
+
+
+class JudgeBroken(Exception):
+    """The judge's self-check failed: nothing can be scored (the message is the one line)."""
 
 
 @dataclass
@@ -49,11 +68,14 @@ class Scored:
     bad: list[BadRow]
     results: list[ItemResult]
     summaries: list[MetricSummary]
+    usage: JudgeUsage
 
 
 def main(args: argparse.Namespace, settings: Settings) -> int:
     console = Console(stderr=True)
-    out = Console(soft_wrap=not sys.stdout.isatty())
+    # In a log (no terminal) lines may be long: tables at their natural width, nothing cut.
+    piped = not sys.stdout.isatty()
+    out = Console(soft_wrap=piped, width=LOG_WIDTH if piped else None)
     files = [Path(f) for f in args.files]
     if args.compare != (len(files) == 2) or len(files) > 2:
         console.print("ragpulse eval: give one FILE, or two FILEs with --compare")
@@ -79,11 +101,16 @@ def main(args: argparse.Namespace, settings: Settings) -> int:
         metrics = [m for m in wanted if m in metrics] or wanted
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    scored, judge = asyncio.run(
-        _score_all(settings, files, loaded, metrics, args.k, console, out_dir, args.compare)
-    )
+    try:
+        scored, judge = asyncio.run(
+            _score_all(settings, files, loaded, metrics, args.k, console, out_dir, args.compare)
+        )
+    except JudgeBroken as exc:
+        print(f"ragpulse eval: {exc}", file=sys.stderr)
+        return JUDGE_BROKEN
     for s in scored:
         _print_summary(out, s)
+        out.print(s.usage.describe(judge))
     if getattr(args, "labels", None) and not args.compare:  # trust: PPI estimates (agent/trust)
         from agent.trust.offline import eval_ppi
 
@@ -98,14 +125,52 @@ def main(args: argparse.Namespace, settings: Settings) -> int:
         # Written before anything is drawn: a report that cannot be drawn never loses it.
         write_comparison(out_dir / "comparison.json", comparisons, a=str(a.source), b=str(b.source),
                          paired_by=paired_by, pairs=len(pairs))  # fmt: skip
-        _print_comparison(out, comparisons, paired_by, len(pairs))
+        _print_comparison(out, comparisons, paired_by, len(pairs), str(a.source), str(b.source))
+        worse, better = item_changes(pairs, metrics)
+        _print_changes(out, worse, better)
         from agent.report.evaluation import comparison_section
 
-        section = comparison_section(comparisons, str(a.source), str(b.source), paired_by)
+        section = comparison_section(
+            comparisons, str(a.source), str(b.source), paired_by,
+            changes=_changed_items(worse, better, judge),
+        )  # fmt: skip
     _write_report(judge, scored, metrics, out_dir, section)
-    out.print(f"Wrote {out_dir}/ (results.jsonl, summary.json, report.html"
-              + (", comparison.json)" if args.compare else ")"))  # fmt: skip
-    return 0
+    if args.compare:
+        out.print(f"Wrote {out_dir}/ (comparison.json, report.html), {out_dir}/a/ and {out_dir}/b/ "
+                  "(results.jsonl, summary.json)")  # fmt: skip
+    else:
+        out.print(f"Wrote {out_dir}/ (results.jsonl, summary.json, report.html)")
+    return _judge_verdict(scored, metrics, args.max_judge_errors)
+
+
+def _judge_verdict(scored: Sequence[Scored], metrics: Sequence[str], max_share: float) -> int:
+    """JUDGE_FAILED, with one line, when the judge failed on more than `max_share` of the judged
+    scores (or on all of them); else OK."""
+    failed = sum(len(r.errors) for s in scored for r in s.results)
+    if not failed:
+        return OK
+    judged = _judged_metrics()
+    answered = sum(
+        1 for s in scored for r in s.results for m in metrics if m in judged and m not in r.errors
+        and (r.scores.get(m) is not None or r.skipped.get(m) == "undefined")
+    )  # fmt: skip
+    share = failed / (failed + answered)
+    if answered and share <= max_share:
+        return OK
+    first = next(e for s in scored for r in s.results for e in r.errors.values())
+    print(
+        f"ragpulse eval: the judge failed on {failed} of {failed + answered} judged scores "
+        f"({share:.0%}, more than --max-judge-errors {max_share:g}); first: {first}",
+        file=sys.stderr,
+    )
+    return JUDGE_FAILED
+
+
+def _judged_metrics() -> frozenset[str]:
+    from agent.metrics import METRICS
+    from agent.offline.evaluate import RAGCHECKER_FIELDS
+
+    return frozenset(METRICS) | frozenset(RAGCHECKER_FIELDS)
 
 
 def _report_bad(console: Console, path: Path, bad: Sequence[BadRow]) -> None:
@@ -135,24 +200,57 @@ async def _score_all(
     from agent.telemetry import JudgeTelemetry
 
     # The judge's instruments on a registry nobody scrapes: offline, there is no /metrics.
-    judge = build_judge(settings, JudgeTelemetry(CollectorRegistry()))  # waits for litellm's import
+    registry = CollectorRegistry()
+    judge = build_judge(settings, JudgeTelemetry(registry))  # waits for litellm's import
     # The imports are over: the cycle collector, paused by the command (agent/commands/eval.py),
     # runs again. What they built lives until exit, so it is frozen out of the collector's walks
     # instead of being walked by its first full collection.
     gc.freeze()
     gc.enable()
+    if not settings.judge.is_local and settings.judge.self_check:
+        from agent.judges.llm import check_judge, self_check_line
+
+        failure = await check_judge(judge)
+        if failure is not None:
+            raise JudgeBroken(self_check_line(judge.model, failure))
     evaluator = OfflineEvaluator(judge, metrics, k=k, concurrency=settings.pipeline.eval_concurrency)
     scored: list[Scored] = []
     for n, (path, (items, bad)) in enumerate(zip(files, loaded, strict=True)):
+        before = judge_usage(registry)
         results = await _score(evaluator, items, path, console)
+        usage = judge_usage(registry).minus(before)
         summaries = summarise(results, metrics)
         target = out_dir / ("ab"[n]) if comparing else out_dir
         target.mkdir(parents=True, exist_ok=True)
         _write_results(target / "results.jsonl", results, bad, metrics)
         write_summary(target / "summary.json", summaries, items=len(items), bad_lines=len(bad),
-                      judge=judge.model, source=str(path))  # fmt: skip
-        scored.append(Scored(path, items, bad, results, summaries))
+                      judge=judge.model, source=str(path),
+                      extra={"judge_usage": usage.as_json()})  # fmt: skip
+        scored.append(Scored(path, items, bad, results, summaries, usage))
     return scored, judge.model
+
+
+def judge_usage(registry: Any) -> JudgeUsage:
+    """The judge's totals so far, from its instruments (ragpulse_judge_* on `registry`)."""
+
+    def total(name: str, **labels: str) -> float:
+        found = 0.0
+        for family in registry.collect():
+            for sample in family.samples:
+                if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                    found += sample.value
+        return found
+
+    calls = total("ragpulse_judge_requests_total")
+    refused = total("ragpulse_judge_requests_total", outcome="refused")
+    return JudgeUsage(
+        calls=int(calls - refused),
+        failed=int(total("ragpulse_judge_requests_total", outcome="error")),
+        prompt_tokens=int(total("ragpulse_judge_tokens_total", kind="prompt")),
+        completion_tokens=int(total("ragpulse_judge_tokens_total", kind="completion")),
+        cost_usd=total("ragpulse_judge_cost_usd_total"),
+        unpriced_calls=int(total("ragpulse_judge_unpriced_calls_total")),
+    )
 
 
 async def _score(
@@ -163,15 +261,56 @@ async def _score(
         console=console, transient=False, disable=not console.is_terminal,
     )  # fmt: skip
     results: dict[str, ItemResult] = {}
+    lines = None if console.is_terminal else ProgressLines(f"scoring {path}", len(items))
     with progress:
         task = progress.add_task(f"scoring {path.name}", total=len(items))
-        for next_done in asyncio.as_completed([evaluator.score(item) for item in items]):
-            result = await next_done
-            results[result.item.id] = result
-            progress.advance(task)
-    if not console.is_terminal:
-        print(f"scored {len(results)} items of {path}", file=sys.stderr)
+        heartbeat = asyncio.create_task(lines.heartbeat()) if lines else None
+        try:
+            for next_done in asyncio.as_completed([evaluator.score(item) for item in items]):
+                result = await next_done
+                results[result.item.id] = result
+                progress.advance(task)
+                if lines:
+                    lines.advance()
+        finally:
+            if heartbeat:
+                heartbeat.cancel()
+    if lines:
+        print(f"scored {len(results)} items of {path} in {lines.elapsed():.0f}s", file=sys.stderr, flush=True)
     return [results[item.id] for item in items]
+
+
+class ProgressLines:
+    """Progress for logs (no terminal): a line at every tenth of the items and, while items take
+    long, at least every PROGRESS_SECONDS."""
+
+    def __init__(self, label: str, total: int, interval: float = PROGRESS_SECONDS) -> None:
+        self._label = label
+        self._total = total
+        self._interval = interval
+        self._done = 0
+        self._started = self._last = time.monotonic()
+        self._step = max(1, total // 10)
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self._started
+
+    def advance(self) -> None:
+        self._done += 1
+        if self._done % self._step == 0 and self._done < self._total:
+            self._print()
+
+    async def heartbeat(self) -> None:
+        while True:
+            await asyncio.sleep(self._interval - (time.monotonic() - self._last))
+            if time.monotonic() - self._last >= self._interval - 0.05:
+                self._print()
+
+    def _print(self) -> None:
+        self._last = time.monotonic()
+        share = self._done / self._total if self._total else 1.0
+        print(f"{self._label}: {self._done}/{self._total} items ({share:.0%}), {self.elapsed():.0f}s",
+              file=sys.stderr, flush=True)  # fmt: skip
 
 
 def _json_value(value: float | None) -> float | None:
@@ -229,10 +368,16 @@ def _write_report(judge: str, scored: Sequence[Scored], metrics: Sequence[str], 
     (out_dir / "report.html").write_text(page)
 
 
+def _metric_column(table: Table, metrics: Sequence[str]) -> None:
+    """The metric column, never cut: two names cut alike would read as one metric."""
+    table.add_column("metric", no_wrap=True, min_width=max((len(m) for m in metrics), default=6))
+
+
 def _print_summary(console: Console, scored: Scored) -> None:
     table = Table(title=f"{scored.source} — {len(scored.items)} items, {len(scored.bad)} bad lines")
-    for column in ("metric", "mean", "95% CI", "scored", "undefined", "errors"):
-        table.add_column(column, justify="left" if column == "metric" else "right")
+    _metric_column(table, [s.metric for s in scored.summaries])
+    for column in ("mean", "95% CI", "scored", "undefined", "errors"):
+        table.add_column(column, justify="right")
     for s in scored.summaries:
         table.add_row(
             s.metric,
@@ -246,11 +391,12 @@ def _print_summary(console: Console, scored: Scored) -> None:
 
 
 def _print_comparison(
-    console: Console, comparisons: Sequence[MetricComparison], paired_by: str, pairs: int
+    console: Console, comparisons: Sequence[MetricComparison], paired_by: str, pairs: int, a: str, b: str
 ) -> None:
-    table = Table(title=f"B vs A: {pairs} pairs (by {paired_by})")
-    for column in ("metric", "pairs", "A", "B", "B − A", "95% CI", "verdict"):
-        table.add_column(column, justify="left" if column in ("metric", "verdict") else "right")
+    table = Table(title=f"B ({b}) vs A ({a}): {pairs} pairs (by {paired_by})")
+    _metric_column(table, [c.metric for c in comparisons])
+    for column in ("pairs", "A", "B", "B − A", "95% CI", "verdict"):
+        table.add_column(column, justify="left" if column == "verdict" else "right")
     for c in comparisons:
         style = "green" if c.verdict == BETTER else "red" if c.verdict == WORSE else ""
         table.add_row(
@@ -262,6 +408,31 @@ def _print_comparison(
             f"[{style}]{c.verdict}[/]" if style else c.verdict,
         )  # fmt: skip
     console.print(table)
+
+
+def _print_changes(console: Console, worse: Sequence[ItemChange], better: Sequence[ItemChange]) -> None:
+    """The items an A/B decision turns on; their answers and verdicts are in report.html."""
+    for title, changes in (("got worse from A to B", worse), ("got better from A to B", better)):
+        if not changes:
+            console.print(f"No item {title}.")
+            continue
+        table = Table(title=f"Items that {title} (mean change of their scores; answers in report.html)")
+        for column in ("id", "question", "change"):
+            table.add_column(column, justify="right" if column == "change" else "left",
+                             no_wrap=column == "id", overflow="fold")  # fmt: skip
+        for c in changes:
+            table.add_row(c.a.item.id, c.a.item.question[:80], f"{c.change:+.3f}")
+        console.print(table)
+
+
+def _changed_items(worse: Sequence[ItemChange], better: Sequence[ItemChange], judge: str) -> Any:
+    """The changed items with each side's verdicts, for the report (no judge is asked)."""
+    from agent.report.evaluation import ChangedItem
+
+    def shown(changes: Sequence[ItemChange]) -> list[ChangedItem]:
+        return [ChangedItem(c, verdict_details(c.a, judge), verdict_details(c.b, judge)) for c in changes]
+
+    return shown(worse), shown(better)
 
 
 if __name__ == "__main__":  # pragma: no cover

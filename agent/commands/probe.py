@@ -5,7 +5,8 @@ Once by default (a Kubernetes CronJob); `--schedule` runs a round every probes_i
 not one per agent replica. The results are the agent's: it scores the probe traces.
 
 SIGTERM or SIGINT stops either cleanly: the requests in flight finish, no more are sent, every
-span is exported, and a scheduled prober exits 0.
+span is exported, and a scheduled prober exits 0. Exit statuses: 0, 1 when every request of a
+single round failed, 5 when an LLM judge is configured and its self-check fails (nothing sent).
 """
 
 from __future__ import annotations
@@ -23,6 +24,10 @@ from agent.infra.stopping import stop_on_signals, stopped_within
 from agent.probes.prober import Endpoint, GoldenItem, Prober, ProberConfig, Round
 
 log = logging.getLogger("ragpulse.probe")
+
+# Exit statuses (docs/probes.md): 1 when every request of a single round failed; 5 when the judge
+# configured for the agent cannot work (its self-check failed), before any request.
+ALL_FAILED, JUDGE_BROKEN = 1, 5
 
 
 def register(
@@ -97,10 +102,25 @@ def summary(settings: Settings, result: Round) -> str:
     failed = sum(failures.values())
     reasons = ", ".join(f"{reason} {n}" for reason, n in sorted(failures.items()))
     stopped = f"; stopped, {result.unsent} not sent" if result.unsent else ""
+    # no_answer: where the answer was looked for and what the response held, per endpoint.
+    hints = "".join(f"\n  no_answer on {endpoint}: {hint}" for endpoint, hint in result.hints().items())
     return (
         f"probe round of {settings.probes.set_name}: {len(result.outcomes)} request(s), "
-        f"{failed} failed{f' ({reasons})' if reasons else ''}{stopped}"
+        f"{failed} failed{f' ({reasons})' if reasons else ''}{stopped}{hints}"
     )
+
+
+async def _judge_problem(settings: Settings) -> str | None:
+    """The configured judge's self-check: None, or the one line that says why it cannot work."""
+    from prometheus_client import CollectorRegistry
+
+    from agent.build import build_judge
+    from agent.judges.llm import check_judge, self_check_line
+    from agent.telemetry import JudgeTelemetry
+
+    judge = build_judge(settings, JudgeTelemetry(CollectorRegistry()), cached=False)
+    failure = await check_judge(judge)
+    return None if failure is None else self_check_line(judge.model, failure)
 
 
 def _main(args: argparse.Namespace, settings: Settings) -> int:
@@ -109,6 +129,12 @@ def _main(args: argparse.Namespace, settings: Settings) -> int:
         raise ConfigError("probes_golden_set (env RAGPULSE_PROBES_GOLDEN_SET): no golden set given")
     items = golden_items(Path(golden))
     config = prober_config(settings, args.endpoint)
+    if not settings.judge.is_local and settings.judge.self_check:
+        # The agent judges the probes' traces; a judge that cannot work would score none of them.
+        line = asyncio.run(_judge_problem(settings))
+        if line is not None:
+            print(f"ragpulse probe: {line}; no probe sent", flush=True)
+            return JUDGE_BROKEN
     provider = tracer_provider(settings.probes.otlp_endpoint)
     prober = Prober(config, provider.get_tracer("ragpulse.probe"))
     try:
@@ -131,7 +157,7 @@ async def _rounds(
         print(summary(settings, result), flush=True)
         if not schedule:
             # Every request failed (or none was sent): the CronJob reports the failure too.
-            return 1 if all(o.failure for o in result.outcomes) else 0
+            return ALL_FAILED if all(o.failure for o in result.outcomes) else 0
         if stop.is_set() or await stopped_within(
             stop, settings.probes.interval_seconds - (time.monotonic() - started)
         ):

@@ -65,7 +65,7 @@ class MetricsServer:
         registry: CollectorRegistry,
         host: str,
         port: int,
-        checks: Mapping[str, Callable[[], bool]],
+        checks: Mapping[str, Callable[[], bool | str]],
         security: EndpointSecurity | None = None,
         loop_lag: LoopLagMonitor | None = None,
         dependencies: Dependencies | None = None,
@@ -123,9 +123,16 @@ class MetricsServer:
     async def _readyz(self, request: web.Request) -> web.Response:
         # One line per check, so an operator sees which part is not ready (source, judge), and one
         # per dependency still awaited ("waiting for Kafka at host:9092: <error>").
+        # A check answers True (ready), False, or the reason it is not ready (a rejected judge key).
         results = {name: check() for name, check in self._checks.items()}
-        body = "".join(f"{name}: {'ok' if ok else 'not ready'}\n" for name, ok in results.items())
+        body = "".join(f"{name}: {_readiness(result)}\n" for name, result in results.items())
         awaited = self._dependencies.awaited()
         body += "".join(f"{dependency.detail}\n" for dependency in awaited)
-        ready = all(results.values()) and not awaited
+        ready = all(result is True for result in results.values()) and not awaited
         return web.Response(status=200 if ready else 503, text=body)
+
+
+def _readiness(result: bool | str) -> str:
+    if result is True:
+        return "ok"
+    return f"not ready: {result}" if isinstance(result, str) and result else "not ready"

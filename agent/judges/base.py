@@ -168,6 +168,11 @@ class Judge(Protocol):
         reports it. A judge that never refuses is always healthy."""
         ...
 
+    def problem(self) -> str | None:
+        """Why the judge cannot answer now, as one line for /readyz and the commands (rejected
+        credentials, an unknown model, an open circuit breaker), or None when it can."""
+        ...
+
     async def assess_chunks(
         self, query: str, answer: str | None, chunks: Sequence[str]
     ) -> list[ChunkAssessment]:
@@ -236,6 +241,9 @@ class JudgeWrapper(ABC):
 
     def healthy(self) -> bool:
         return self._inner.healthy()
+
+    def problem(self) -> str | None:
+        return self._inner.problem()
 
     @abstractmethod
     async def assess_chunks(

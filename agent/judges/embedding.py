@@ -207,6 +207,9 @@ class EmbeddingJudge:
     def healthy(self) -> bool:
         return True  # computes locally: never refuses
 
+    def problem(self) -> str | None:
+        return None
+
     async def assess_interaction(
         self, query: str, response: str, chunks: Sequence[str]
     ) -> InteractionVerdicts:

@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import os
 import random
+import re
 import secrets
 import string
 import time
@@ -189,28 +191,54 @@ class Usage:
 # -- Start-up self-check ---------------------------------------------------------------------------
 
 
-async def self_check(judge: Any, where: str = "") -> JudgeError | None:
-    """Ask one tiny question at start-up, so that a wrong model, api base or key is reported at
-    once by a clear log line instead of by every evaluation failing. The text is new each time, so
-    no cache answers for the judge. Returns the failure, if any."""
-    started = time.monotonic()
+# True while check_judge asks its question: its caller reports the outcome in one line, so the
+# judge does not log the failure a second time.
+_self_checking = contextvars.ContextVar("ragpulse_judge_self_checking", default=False)
+
+
+async def check_judge(judge: Any) -> JudgeError | None:
+    """Ask one tiny question, so that a wrong model, api base or key is found before any work
+    instead of by every evaluation failing; returns the failure, if any (`self_check_line` words
+    it). The text is new each time, so no cache answers for the judge."""
     # Letters only: a run of digits could be taken for a phone number and counted as a redaction.
     token = "".join(secrets.choice(string.ascii_lowercase) for _ in range(10))
     chunk = f"Paris is the capital of France (self-check {token})."
+    marked = _self_checking.set(True)
     try:
         await judge.assess_chunks("What is the capital of France?", None, [chunk])
     except JudgeError as exc:
-        log.error(
-            "judge self-check failed: %s%s: %s (%s). Check RAGPULSE_JUDGE_MODEL, RAGPULSE_JUDGE_API_BASE "
-            "and RAGPULSE_JUDGE_API_KEY; RAGPULSE_JUDGE_SELF_CHECK=false skips this check",
-            judge.model,
-            f" at {where}" if where else "",
-            exc,
-            exc.reason,
-        )
         return exc
+    finally:
+        _self_checking.reset(marked)
+    return None
+
+
+async def self_check(judge: Any, where: str = "") -> JudgeError | None:
+    """`ragpulse run`'s check at start: `check_judge`, its outcome logged (and, for a judge that
+    cannot work, reported by /readyz through the judge's `problem()`)."""
+    started = time.monotonic()
+    failure = await check_judge(judge)
+    if failure is not None:
+        log.error(
+            "%s; RAGPULSE_JUDGE_SELF_CHECK=false skips this check",
+            self_check_line(judge.model, failure, where),
+        )
+        return failure
     log.info("judge self-check ok: %s answered in %.1fs", judge.model, time.monotonic() - started)
     return None
+
+
+def self_check_line(model: str, error: JudgeError, where: str = "") -> str:
+    """The one line of a failed self-check: a permanent failure's own line already names the
+    provider's message and what to set; a transient one (5xx, timeout, connection) gets the
+    settings that point the judge somewhere."""
+    at = f" at {where}" if where else ""
+    if not error.retryable:
+        return f"judge self-check failed{at}: {error}"
+    return (
+        f"judge self-check failed: {model}{at}: {error} ({error.reason}); check RAGPULSE_JUDGE_MODEL, "
+        "RAGPULSE_JUDGE_API_BASE and RAGPULSE_JUDGE_API_KEY"
+    )
 
 
 # -- The judge -----------------------------------------------------------------------------------
@@ -277,11 +305,15 @@ def retry_after_seconds(exc: BaseException) -> float | None:
         return None
 
 
-def _classify(status: object, exc: BaseException, litellm: Any) -> str:
+def _classify(status: object, exc: BaseException, litellm: Any, missing_keys: Sequence[str]) -> str:
     if isinstance(exc, litellm.Timeout) or status == 408:
         return "timeout"
     if status == 429:
         return "rate_limited"
+    # Without its key the OpenAI client fails before sending anything, and litellm reports that
+    # as a 500: it is no outage, and no retry will find the key.
+    if missing_keys and _mentions_credentials(exc):
+        return "auth"
     if isinstance(status, int) and status >= 500:
         return "server_error"
     if isinstance(exc, litellm.APIConnectionError) or status == 409:
@@ -291,6 +323,88 @@ def _classify(status: object, exc: BaseException, litellm: Any) -> str:
     if status == 404:
         return "not_found"
     return "bad_request"
+
+
+def _mentions_credentials(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return any(word in text for word in ("credential", "api key", "api_key", "apikey", "auth token"))
+
+
+# Permanent failures that say the judge itself cannot work, whatever it is asked: the command
+# stops (eval, probe, canary) and /readyz says why (run), instead of one error per interaction.
+BROKEN_REASONS = frozenset({"auth", "not_found"})
+
+_LITELLM_PREFIX = re.compile(r"^(?:litellm\.\w+:\s*)?(?:\w+Error:\s*)?(?:\w+Exception\s*-\s*)?")
+_MESSAGE_IN_BODY = re.compile(r"""['"]message['"]\s*:\s*(['"])(.*?)(?<!\\)\1""")
+
+
+def provider_message(exc: BaseException) -> str:
+    """What the provider said, on one line: the error body's message where there is one, without
+    litellm's class-name prefixes."""
+    text = " ".join(str(exc).split())
+    found = _MESSAGE_IN_BODY.search(text)
+    if found:
+        return found.group(2)
+    return _LITELLM_PREFIX.sub("", text) or type(exc).__name__
+
+
+def key_variables(litellm: Any, model: str) -> tuple[str, ...]:
+    """The environment variables holding the credentials litellm reads for `model`'s provider
+    (e.g. OPENAI_API_KEY), whether they are set or not; () when litellm does not say.
+
+    litellm's validate_environment names only the variables that are missing, so it runs here
+    against an empty environment: a copy of the function whose `os` sees no variable, leaving
+    the process environment untouched."""
+    import types
+
+    function = litellm.validate_environment
+    try:
+        blind_os = types.SimpleNamespace(environ={}, getenv=lambda *_: None)
+        blind = types.FunctionType(
+            function.__code__, {**function.__globals__, "os": blind_os}, None,
+            function.__defaults__, function.__closure__,
+        )  # fmt: skip
+        blind.__kwdefaults__ = function.__kwdefaults__
+        missing = blind(model=model)["missing_keys"]
+    except Exception:  # another litellm version: name ragpulse's variable only
+        return ()
+    return tuple(name for name in missing if _is_credential(name))
+
+
+def _missing_credentials(litellm: Any, model: str) -> tuple[str, ...]:
+    """The provider's credential variables that are not set (what litellm checks before a call)."""
+    try:
+        missing = litellm.validate_environment(model=model)["missing_keys"]
+    except Exception:  # another litellm version
+        return ()
+    return tuple(name for name in missing if _is_credential(name))
+
+
+def _is_credential(variable: str) -> bool:
+    return variable.endswith(("_KEY", "_TOKEN", "_SECRET", "_ACCESS_KEY_ID", "_SECRET_ACCESS_KEY"))
+
+
+def judge_failure_line(model: str, reason: str, message: str, provider_keys: Sequence[str],
+                       missing: Sequence[str], own_key: bool, status: object = None) -> str:  # fmt: skip
+    """One line naming a permanent judge failure, the provider's message and what to set."""
+    ours = "RAGPULSE_JUDGE_API_KEY"
+    if reason == "auth":
+        if missing and not own_key:
+            todo = f"set {' or '.join(missing)} (read by litellm for this provider) or {ours}"
+        elif own_key:
+            instead = " / ".join(provider_keys) or "the provider variable"
+            todo = f"check the key in {ours} (it is used instead of {instead})"
+        else:
+            todo = f"check {' / '.join(provider_keys) or 'the provider key variable'} or set {ours}"
+        what = "credentials missing or rejected"
+    elif reason == "not_found":
+        what, todo = "model or endpoint not found", "check RAGPULSE_JUDGE_MODEL and RAGPULSE_JUDGE_API_BASE"
+    else:
+        what = "request rejected"
+        todo = "check RAGPULSE_JUDGE_MODEL, RAGPULSE_JUDGE_API_BASE and RAGPULSE_JUDGE_STRUCTURED_OUTPUT"
+    # The HTTP status when the provider answered one (litellm's missing key is a 500 never sent).
+    answered = f", HTTP {status}" if isinstance(status, int) and 400 <= status < 500 else ""
+    return f"judge {model}: {what} ({reason}{answered}): {message} -> {todo}"
 
 
 class LLMJudge:
@@ -318,6 +432,13 @@ class LLMJudge:
         self._failures = ThrottledLog(log, _FAILURE_LOG_INTERVAL)
         self._structured = self._structured_mode()
         self.usage = Usage()
+        # The provider's credential variables (e.g. OPENAI_API_KEY), for the line that says what
+        # to set; those missing matter only when no key is configured in ragpulse.
+        self._key_variables = key_variables(self._litellm, model)
+        self._missing_keys = () if self._options.api_key else _missing_credentials(self._litellm, model)
+        # The line of the last failure that says this judge cannot work at all (auth, unknown
+        # model), until a call succeeds again: /readyz and the commands report it.
+        self._broken: str | None = None
 
     @property
     def model(self) -> str:
@@ -328,8 +449,16 @@ class LLMJudge:
         return self._breaker
 
     def healthy(self) -> bool:
-        """False while the circuit breaker is open (the judge is refusing calls)."""
-        return self._breaker.state != "open"
+        """False while the circuit breaker is open (the judge is refusing calls), and while the
+        judge cannot work (rejected credentials, unknown model) until a call succeeds."""
+        return self.problem() is None
+
+    def problem(self) -> str | None:
+        if self._broken is not None:
+            return self._broken
+        if self._breaker.state == "open":
+            return f"judge {self._model}: circuit breaker open after repeated failures (retrying)"
+        return None
 
     def prompt_version(self, kind: str) -> str:
         version = self._prompts[kind].version
@@ -400,7 +529,10 @@ class LLMJudge:
         )
 
     def _give_up(self, error: JudgeError) -> JudgeError:
-        """Log a final judge failure, at most once per reason per interval."""
+        """Log a final judge failure, at most once per reason per interval (a self-check's
+        caller reports its own)."""
+        if _self_checking.get():
+            return error
         if error.retryable:
             self._failures.warning(
                 error.reason,
@@ -410,13 +542,9 @@ class LLMJudge:
                 error.reason,
             )
         else:
+            # The error's own line names the provider's message and the settings to check.
             self._failures.error(
-                error.reason,
-                "judge %s failed permanently (%s): %s; such evaluations are recorded as errors. "
-                "Check RAGPULSE_JUDGE_MODEL, RAGPULSE_JUDGE_API_BASE and RAGPULSE_JUDGE_API_KEY",
-                self._model,
-                error.reason,
-                error,
+                error.reason, "%s; such evaluations are recorded as errors, never retried", error
             )
         return error
 
@@ -526,6 +654,7 @@ class LLMJudge:
             else:
                 # The service answered, even if the model misbehaves: that is no outage.
                 self._breaker.record_success()
+                self._broken = None
                 return content
 
     async def _one_call(
@@ -554,19 +683,29 @@ class LLMJudge:
             raise _Retryable(f"judge call timed out after {options.timeout}s", "timeout") from None
         except Exception as exc:
             status = getattr(exc, "status_code", None)
-            reason = _classify(status, exc, litellm)
-            name = type(exc).__name__
+            reason = _classify(status, exc, litellm, self._missing_keys)
             if reason in _OUTAGE_REASONS or reason == "rate_limited":
-                raise _Retryable(f"HTTP {status} {name}", reason, retry_after_seconds(exc)) from exc
-            raise JudgeError(
-                f"judge call failed permanently: HTTP {status} {name}: {exc}", reason=reason
-            ) from exc
+                name = type(exc).__name__
+                raise _Retryable(
+                    f"HTTP {status} {name}: {provider_message(exc)}", reason, retry_after_seconds(exc)
+                ) from exc
+            raise self._permanent(reason, exc, status) from exc
         self._record_usage(response)
         try:
             content = response.choices[0].message.content
         except (AttributeError, IndexError) as exc:
             raise JudgeError(f"judge response without a message: {exc}") from None
         return content or ""
+
+    def _permanent(self, reason: str, exc: BaseException, status: object = None) -> JudgeError:
+        """A failure no retry can mend, as one line naming what to set."""
+        line = judge_failure_line(
+            self._model, reason, provider_message(exc), self._key_variables, self._missing_keys,
+            own_key=self._options.api_key is not None, status=status,
+        )  # fmt: skip
+        if reason in BROKEN_REASONS:
+            self._broken = line
+        return JudgeError(line, reason=reason)
 
     def _record_usage(self, response: Any) -> None:
         usage = getattr(response, "usage", None)

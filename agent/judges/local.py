@@ -170,6 +170,9 @@ class LexicalJudge:
     def healthy(self) -> bool:
         return True  # computes locally: never refuses
 
+    def problem(self) -> str | None:
+        return None
+
     async def assess_chunks(
         self, query: str, answer: str | None, chunks: Sequence[str]
     ) -> list[ChunkAssessment]:

@@ -228,3 +228,81 @@ def write_comparison(
     }
     path.write_text(json.dumps(document, indent=2) + "\n")
     return document
+
+
+@dataclass(frozen=True)
+class ItemChange:
+    """One question scored in A and in B: `change` is the mean of B − A over the metrics both
+    scored, signed so that a positive change is an improvement (lower-is-better metrics flip)."""
+
+    a: ItemResult
+    b: ItemResult
+    change: float
+    metrics: tuple[str, ...]
+
+
+def item_changes(
+    pairs: Sequence[tuple[ItemResult, ItemResult]], metrics: Sequence[str], n: int = 10
+) -> tuple[list[ItemChange], list[ItemChange]]:
+    """The `n` items that got most worse from A to B, and the `n` that got most better (the
+    items an A/B decision turns on); unchanged items are in neither list."""
+    changes = []
+    for a, b in pairs:
+        both = [m for m in metrics if a.scores.get(m) is not None and b.scores.get(m) is not None]
+        if not both:
+            continue
+        signed = [
+            (b.scores[m] - a.scores[m]) * (-1 if m in LOWER_IS_BETTER else 1)  # type: ignore[operator]
+            for m in both
+        ]
+        changes.append(ItemChange(a, b, math.fsum(signed) / len(signed), tuple(both)))
+    worse = sorted((c for c in changes if c.change < -1e-9), key=lambda c: (c.change, c.a.item.line))
+    better = sorted((c for c in changes if c.change > 1e-9), key=lambda c: (-c.change, c.a.item.line))
+    return worse[:n], better[:n]
+
+
+@dataclass(frozen=True)
+class JudgeUsage:
+    """What scoring cost: judge questions asked (`calls`, of which `failed`), tokens, and USD as
+    litellm prices it (None when it has no price for any call; `unpriced_calls` counts those)."""
+
+    calls: int = 0
+    failed: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = 0.0
+    unpriced_calls: int = 0
+
+    def minus(self, before: JudgeUsage) -> JudgeUsage:
+        """This total less an earlier one (the share of one file of a comparison)."""
+        cost = None
+        if self.cost_usd is not None:
+            cost = self.cost_usd - (before.cost_usd or 0.0)
+        return JudgeUsage(
+            self.calls - before.calls,
+            self.failed - before.failed,
+            self.prompt_tokens - before.prompt_tokens,
+            self.completion_tokens - before.completion_tokens,
+            cost,
+            self.unpriced_calls - before.unpriced_calls,
+        )
+
+    def describe(self, judge: str) -> str:
+        """One line for the terminal."""
+        if self.calls == 0:
+            return f"judge {judge}: no calls"
+        tokens = self.prompt_tokens + self.completion_tokens
+        if not tokens:
+            cost = "no tokens (a local judge)"
+        elif self.cost_usd is None or (self.unpriced_calls and not self.cost_usd):
+            cost = "cost unknown (litellm has no price for this model)"
+        else:
+            unpriced = f" ({self.unpriced_calls} calls unpriced)" if self.unpriced_calls else ""
+            cost = f"${self.cost_usd:.4f}{unpriced}"
+        return (
+            f"judge {judge}: {self.calls} calls ({self.failed} failed), "
+            f"{self.prompt_tokens:,} prompt + {self.completion_tokens:,} completion tokens, {cost}"
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        return {**asdict(self), "cost_usd": None if self.cost_usd is None else round(self.cost_usd, 6)}

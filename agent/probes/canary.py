@@ -6,14 +6,19 @@ threshold, from agent/trust/agreement.py) and the mean score. It is compared wit
 accepted run: the judge moved when a statistic dropped by more than `max_agreement_drop` or the
 mean shifted by more than `max_mean_shift`. The first run is accepted; a run that moved is not,
 until an operator accepts it (`ragpulse canary --accept`).
+
+The accepted run keeps a fingerprint of the frozen set it was measured on (items and labels):
+a run on a set that changed since measures something else, so it is refused, never compared
+(an edited item would otherwise read as a judge that moved).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -83,11 +88,31 @@ def compare(
     return Comparison(bool(reasons), shifts, tuple(reasons))
 
 
+def set_fingerprint(items: Iterable[Mapping[str, object]], labels: Iterable[Sequence[object]]) -> str:
+    """A short hash of the frozen set as it is judged: each item's inputs and each label's
+    (id, metric, value), whatever their order or line numbers in the files."""
+    canonical = {
+        "items": sorted(json.dumps(item, sort_keys=True, default=list) for item in items),
+        "labels": sorted(json.dumps(list(label), default=str) for label in labels),
+    }
+    return hashlib.sha256(json.dumps(canonical, sort_keys=True).encode()).hexdigest()[:16]
+
+
 class CanaryState:
     """The last accepted run and the last run, in a small JSON file."""
 
     def __init__(self, path: Path) -> None:
         self._path = path
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    def accepted_fingerprint(self) -> str | None:
+        """The fingerprint of the set the accepted run was measured on (None: no accepted run, or
+        one saved before fingerprints were kept)."""
+        found = self.load().get("accepted_fingerprint")
+        return found if isinstance(found, str) else None
 
     def load(self) -> dict[str, object]:
         try:
@@ -107,7 +132,13 @@ class CanaryState:
         ) else None
 
     def save(
-        self, run: Mapping[str, MetricRun], comparison: Comparison, *, accept: bool, judge: str
+        self,
+        run: Mapping[str, MetricRun],
+        comparison: Comparison,
+        *,
+        accept: bool,
+        judge: str,
+        fingerprint: str | None = None,
     ) -> dict[str, object]:
         state = self.load()
         now = time.time()
@@ -118,6 +149,7 @@ class CanaryState:
             "runs": {m: asdict(r) for m, r in run.items()},
             "moved": comparison.moved,
             "reasons": list(comparison.reasons),
+            "fingerprint": fingerprint,
         }
         if comparison.moved and not accept:
             # Drift alarms from the last accepted run on may be the judge's, not the app's.
@@ -127,6 +159,10 @@ class CanaryState:
             state["accepted"] = {m: asdict(r) for m, r in run.items()}
             state["accepted_at"] = now
             state["accepted_judge"] = judge
+            state["accepted_fingerprint"] = fingerprint
+        elif state.get("accepted_fingerprint") is None:
+            # A state file from before fingerprints: the set it was accepted on is this one.
+            state["accepted_fingerprint"] = fingerprint
         self._path.parent.mkdir(parents=True, exist_ok=True)
         self._path.write_text(json.dumps(state, indent=2) + "\n")
         return last

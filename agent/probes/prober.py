@@ -72,6 +72,7 @@ class ProbeOutcome:
     trace_id: str
     failure: str | None = None
     answer: str | None = None
+    hint: str | None = None  # for a no_answer failure: where the answer was looked for, what was there
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +85,14 @@ class Round:
     @property
     def failures(self) -> Counter[str]:
         return Counter(o.failure for o in self.outcomes if o.failure is not None)
+
+    def hints(self) -> dict[str, str]:
+        """The first no_answer hint of each endpoint: why its answers were not found."""
+        found: dict[str, str] = {}
+        for outcome in self.outcomes:
+            if outcome.hint is not None:
+                found.setdefault(outcome.endpoint, outcome.hint)
+        return found
 
 
 def fill(template: Any, question: str) -> Any:
@@ -108,6 +117,31 @@ def answer_at(document: Any, path: str) -> str | None:
         else:
             return None
     return value if isinstance(value, str) and value.strip() else None
+
+
+def missing_answer_hint(document: Any, path: str) -> str:
+    """Why `answer_at(document, path)` found nothing, in a line: how far the path went, and the
+    keys (or the kind of value) found where it stopped."""
+    value = document
+    walked: list[str] = []
+    for step in path.split(".") if path else ():
+        if isinstance(value, dict) and step in value:
+            value = value[step]
+        elif isinstance(value, list) and step.isdigit() and int(step) < len(value):
+            value = value[int(step)]
+        else:
+            break
+        walked.append(step)
+    else:
+        kind = "an empty string" if isinstance(value, str) else f"a {type(value).__name__}, not a string"
+        return f"answer_path {path!r} leads to {kind}"
+    where = f"at {'.'.join(walked)!r}" if walked else "at the top"
+    if isinstance(value, dict):
+        keys = ", ".join(list(map(str, value))[:12]) or "none"
+        return f"answer_path {path!r}: no {step!r} {where}; the response has keys: {keys}"
+    if isinstance(value, list):
+        return f"answer_path {path!r}: {where} is a list of {len(value)}, no item {step!r}"
+    return f"answer_path {path!r}: {where} is a {type(value).__name__}, not an object"
 
 
 class Prober:
@@ -159,31 +193,35 @@ class Prober:
             trace_id = format(span.get_span_context().trace_id, "032x")
             headers = {"content-type": "application/json", **endpoint.headers}
             self._propagator.inject(headers)  # traceparent of this span
-            failure, answer = await self._send(session, item, endpoint, headers)
+            failure, answer, hint = await self._send(session, item, endpoint, headers)
             if failure is not None:
                 span.set_attribute(attributes.FAILURE, failure)
                 span.set_status(Status(StatusCode.ERROR, failure))
-        return ProbeOutcome(item.id, endpoint.name, trace_id, failure, answer)
+        return ProbeOutcome(item.id, endpoint.name, trace_id, failure, answer, hint)
 
     async def _send(
         self, session: aiohttp.ClientSession, item: GoldenItem, endpoint: Endpoint, headers: dict[str, str]
-    ) -> tuple[str | None, str | None]:
+    ) -> tuple[str | None, str | None, str | None]:
+        """(failure, answer, hint): a hint says why a no_answer response held no answer."""
         body = fill(endpoint.body, item.question)
         data = None if endpoint.method == "GET" else json.dumps(body)
         try:
             async with session.request(endpoint.method, endpoint.url, data=data, headers=headers) as response:
                 if response.status >= 400:
                     log.warning("probe %s on %s: HTTP %d", item.id, endpoint.name, response.status)
-                    return HTTP_ERROR, None
+                    return HTTP_ERROR, None, None
                 try:
                     document = await response.json(content_type=None)
                 except ValueError:
-                    return NO_ANSWER, None
+                    kind = response.headers.get("content-type", "no content type")
+                    return NO_ANSWER, None, f"the response is not JSON ({kind})"
         except TimeoutError:
             log.warning("probe %s on %s: timed out", item.id, endpoint.name)
-            return TIMEOUT, None
+            return TIMEOUT, None, None
         except aiohttp.ClientError as exc:
             log.warning("probe %s on %s: %s", item.id, endpoint.name, exc)
-            return HTTP_ERROR, None
+            return HTTP_ERROR, None, None
         answer = answer_at(document, endpoint.answer_path)
-        return (None, answer) if answer is not None else (NO_ANSWER, None)
+        if answer is None:
+            return NO_ANSWER, None, missing_answer_hint(document, endpoint.answer_path)
+        return None, answer, None

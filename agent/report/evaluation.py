@@ -5,16 +5,27 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import partial
 from html import escape
 
 from agent.offline.evaluate import ItemResult, VerdictDetail
 from agent.offline.records import BadRow
-from agent.offline.summary import BETTER, WORSE, MetricComparison, MetricSummary
+from agent.offline.summary import BETTER, WORSE, ItemChange, MetricComparison, MetricSummary
 from agent.report import svg
 from agent.report.html import Page, chart, fmt, table
 
 WeakItem = tuple[ItemResult, Sequence[VerdictDetail]]
+
+
+@dataclass(frozen=True)
+class ChangedItem:
+    """An item that changed from A to B, with the verdicts each side's scoring obtained."""
+
+    change: ItemChange
+    verdicts_a: Sequence[VerdictDetail]
+    verdicts_b: Sequence[VerdictDetail]
+
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +82,7 @@ def _verdict_rows(details: Sequence[VerdictDetail]) -> str:
         for d in details
     ]
     headers = ["question", "verdict", "score", "about", *(("reason",) if with_reasons else ())]
-    return table(headers, rows, numeric=(2,))
+    return table(headers, rows, numeric=(2,), text=(3, 4))
 
 
 def _weakest(weak: Sequence[WeakItem], metrics: Sequence[str]) -> str:
@@ -100,14 +111,58 @@ def _bad_rows(bad: Sequence[BadRow]) -> str:
     shown = bad[:200]
     rows = [(str(b.line), escape(b.reason)) for b in shown]
     more = f"<p>… and {len(bad) - len(shown)} more.</p>" if len(bad) > len(shown) else ""
-    return table(["line", "reason"], rows, numeric=(0,)) + more
+    return table(["line", "reason"], rows, numeric=(0,), text=(1,)) + more
 
 
 def _verdict_class(verdict: str) -> str:
     return "better" if verdict == BETTER else "worse" if verdict == WORSE else "muted"
 
 
-def comparison_section(comparisons: Sequence[MetricComparison], a: str, b: str, paired_by: str) -> str:
+def _side(label: str, result: ItemResult, details: Sequence[VerdictDetail], metrics: Sequence[str]) -> str:
+    scores = ", ".join(f"{escape(m)} {fmt(result.scores.get(m), 2)}" for m in metrics)
+    errors = "".join(f"<li>{escape(m)}: {escape(e)}</li>" for m, e in result.errors.items())
+    response = result.item.response
+    return (
+        f'<div class="side"><h4>{label}</h4><p class="scores">{scores}</p>'
+        + (f"<p><b>Response:</b> {escape(response)}</p>" if response else '<p class="muted">No response.</p>')
+        + (f"<p><b>Judge errors:</b></p><ul>{errors}</ul>" if errors else "")
+        + _verdict_rows(details)
+        + "</div>"
+    )
+
+
+def _changed(items: Sequence[ChangedItem], empty: str) -> str:
+    if not items:
+        return f'<p class="muted">{empty}</p>'
+    blocks = []
+    for shown in items:
+        change, item = shown.change, shown.change.a.item
+        # Each side lists the scores that differ; the others are only counted.
+        moved = [m for m in change.metrics if change.a.scores.get(m) != change.b.scores.get(m)]
+        same = len(change.metrics) - len(moved)
+        blocks.append(
+            f'<details open class="changed"><summary><b>{escape(item.id)}</b> '
+            f'<span class="{"better" if change.change > 0 else "worse"}">{change.change:+.3f}</span> — '
+            f"{escape(item.question)}</summary>"
+            + (f"<p><b>Reference:</b> {escape(item.reference)}</p>" if item.reference else "")
+            + (f'<p class="muted">{same} other score(s) unchanged.</p>' if same else "")
+            + '<div class="sides">'
+            + _side("A", change.a, shown.verdicts_a, moved)
+            + _side("B", change.b, shown.verdicts_b, moved)
+            + "</div></details>"
+        )
+    return "".join(blocks)
+
+
+def comparison_section(
+    comparisons: Sequence[MetricComparison],
+    a: str,
+    b: str,
+    paired_by: str,
+    changes: tuple[Sequence[ChangedItem], Sequence[ChangedItem]] = ((), ()),
+) -> str:
+    """The A/B table and chart, then the items that got worse and better from A to B, each with
+    both sides' answers, scores and verdicts side by side."""
     rows = [
         (
             escape(c.metric),
@@ -145,6 +200,12 @@ def comparison_section(comparisons: Sequence[MetricComparison], a: str, b: str, 
             numeric=(1, 2, 3, 4, 5),
         )
         + figure
+        + "<h3>Items that got worse from A to B</h3>"
+        + '<p class="muted">The change is the mean of B − A over the item\'s scores (lower-is-better '
+        "metrics counted the other way round); at most ten, the largest first.</p>"
+        + _changed(changes[0], "No item got worse.")
+        + "<h3>Items that got better from A to B</h3>"
+        + _changed(changes[1], "No item got better.")
     )
 
 
@@ -160,9 +221,10 @@ def evaluation_page(
     baseline: Sequence[MetricSummary] | None = None,
 ) -> str:
     """The page; with a comparison, `summaries` and `results` are B's and `baseline` is A's summary."""
+    of_b = "" if baseline is None else " of B"
     page = Page(
         "ragpulse evaluation",
-        f"{escape(source)} · {len(results)} items scored · {len(bad)} bad lines skipped · judge "
+        f"{escape(source)} · {len(results)} items scored{of_b} · {len(bad)} bad lines skipped · judge "
         f"<code>{escape(judge)}</code>",
     )
     if comparison is not None:
@@ -172,8 +234,8 @@ def evaluation_page(
     page.section(
         "Summary" if baseline is None else "Summary of B", _summary_table(summaries), section_id="summary"
     )
-    page.section("Score distributions", _distributions(summaries, results), section_id="distributions")
-    page.section("Weakest items", _weakest(weak, [s.metric for s in summaries]), section_id="weakest")
+    page.section(f"Score distributions{of_b}", _distributions(summaries, results), section_id="distributions")
+    page.section(f"Weakest items{of_b}", _weakest(weak, [s.metric for s in summaries]), section_id="weakest")
     if bad:
         page.section("Lines skipped", _bad_rows(bad), section_id="bad-lines")
     return page.render()

@@ -61,17 +61,21 @@ def _ticks(low: float, high: float, count: int = 5) -> list[float]:
 
 
 def histogram_svg(values: Sequence[float], title: str, mean: float | None = None, *, bins: int = 20) -> str:
-    """Scores on [0, 1] in `bins` equal bins, with the mean as a vertical line."""
-    width, height = 340, 220
-    left, right, top, bottom = 42, 12, 24, 38
+    """Scores on [0, 1] in `bins` equal bins, with the mean as a vertical line. The count axis
+    ends on a tick at or above the tallest bar, so no bar runs past the last gridline; the mean's
+    label sits above the plot, where no bar can cover it."""
+    width, height = 340, 236
+    left, right, top, bottom = 42, 12, 40, 38
     plot_w, plot_h = width - left - right, height - top - bottom
     counts = [0] * bins
     for value in values:
         if math.isfinite(value):
             counts[min(bins - 1, max(0, int(min(max(value, 0.0), 1.0) * bins)))] += 1
     peak = max(counts) or 1
-    y_ticks = [t for t in _ticks(0, peak, 4) if float(t).is_integer()]
-    top_count = max(peak, y_ticks[-1] if y_ticks else peak)
+    ticks = _ticks(0, peak, 4)
+    step = max(1, math.ceil(ticks[1] - ticks[0])) if len(ticks) > 1 else 1
+    top_count = step * math.ceil(peak / step)
+    y_ticks = list(range(0, top_count + 1, step))
 
     def x(v: float) -> float:
         return left + v * plot_w
@@ -80,9 +84,9 @@ def histogram_svg(values: Sequence[float], title: str, mean: float | None = None
         return top + plot_h - c / top_count * plot_h
 
     body = [_text(left + plot_w / 2, 15, title, extra=' font-weight="600"')]
-    for t in y_ticks:
-        body.append(_line(left, y(t), left + plot_w, y(t), GRID))
-        body.append(_text(left - 5, y(t) + 4, f"{int(t)}", "end"))
+    for count in y_ticks:
+        body.append(_line(left, y(count), left + plot_w, y(count), GRID))
+        body.append(_text(left - 5, y(count) + 4, f"{count}", "end"))
     for t in (0.0, 0.2, 0.4, 0.6, 0.8, 1.0):
         body.append(_line(x(t), top + plot_h, x(t), top + plot_h + 4, INK))
         body.append(_text(x(t), top + plot_h + 16, f"{t:.1f}"))
@@ -98,7 +102,7 @@ def histogram_svg(values: Sequence[float], title: str, mean: float | None = None
     if mean is not None and math.isfinite(mean):
         at = x(min(max(mean, 0.0), 1.0))
         body.append(_line(at, top, at, top + plot_h, PALETTE[1], 1.5))
-        body.append(_text(left + 6, top + 12, f"mean {mean:.3f}", "start", f' fill="{PALETTE[1]}"'))
+        body.append(_text(left, 31, f"mean {mean:.3f}", "start", f' fill="{PALETTE[1]}"'))
     body.append(_text(left + plot_w / 2, height - 6, "score"))
     body.append(
         _text(12, top + plot_h / 2, "items", extra=f' transform="rotate(-90 12 {_n(top + plot_h / 2)})"')

@@ -24,6 +24,31 @@ Values = Sequence[float] | NDArray[Any]  # labels, scores or 0/1 verdicts
 # The verdict thresholds documented in docs/judges.md: "good" at or above.
 DEFAULT_THRESHOLDS = {"faithfulness": 1.0, "context_relevancy": 1e-9, "answer_relevancy": 0.5}
 
+# The plain verdict on a judge's AUROC interval (docs/trust.md): "useful" when even its low end
+# reaches USEFUL_AUROC, "weak" when it is above chance but not that far, "at chance" when it
+# contains 0.5, "worse than chance" when it lies below.
+USEFUL_AUROC = 0.7
+AT_CHANCE, WEAK, USEFUL, INVERTED, UNKNOWN = "at chance", "weak", "useful", "worse than chance", "unknown"
+
+
+def auroc_verdict(low: float | None, high: float | None) -> str:
+    """The plain verdict on an AUROC interval (UNKNOWN without one: a single label class)."""
+    if low is None or high is None:
+        return UNKNOWN
+    if high < 0.5:
+        return INVERTED
+    if low <= 0.5:
+        return AT_CHANCE
+    return USEFUL if low >= USEFUL_AUROC else WEAK
+
+
+def plain(value: float) -> str:
+    """A number in plain decimals (0.000000001, never 1e-09), without trailing zeros."""
+    from decimal import Decimal
+
+    text = f"{Decimal(repr(float(value))):f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
 
 def threshold_for(metric: str) -> float:
     return DEFAULT_THRESHOLDS.get(metric, 0.5)

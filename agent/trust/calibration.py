@@ -35,6 +35,25 @@ FORMAT = "ragpulse-calibration"
 FORMAT_VERSION = 1
 Method = Literal["isotonic", "platt"]
 METHODS: tuple[Method, ...] = ("isotonic", "platt")
+# Fewer labels than this and an isotonic fit's steps follow the noise of a few labels (docs/trust.md):
+# `ragpulse calibrate` refuses it, and its default picks Platt scaling instead.
+MIN_ISOTONIC_LABELS = 100
+
+
+def method_for(labels: int, asked: str = "auto") -> Method:
+    """The method to fit on `labels` labels: `asked`, or for "auto" isotonic from
+    MIN_ISOTONIC_LABELS labels on and Platt below. Raises ValueError (one line, why) for isotonic
+    on too few labels."""
+    if asked == "auto":
+        return "isotonic" if labels >= MIN_ISOTONIC_LABELS else "platt"
+    if asked == "isotonic" and labels < MIN_ISOTONIC_LABELS:
+        raise ValueError(
+            f"{labels} labels are too few for isotonic calibration (it needs {MIN_ISOTONIC_LABELS}: with "
+            "fewer its steps follow the noise); use --method platt or label more"
+        )
+    if asked not in METHODS:
+        raise ValueError(f"unknown calibration method {asked!r}; choose from {METHODS}")
+    return asked
 
 
 class CalibrationError(ValueError):

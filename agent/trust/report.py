@@ -12,7 +12,7 @@ import io
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agent.trust.agreement import Agreement, Interval
+from agent.trust.agreement import Agreement, Interval, auroc_verdict, plain
 from agent.trust.calibration import Calibration
 from agent.trust.labels import LineProblem
 from agent.trust.offline import Pairs
@@ -104,14 +104,14 @@ def render(
         "0 = the problem; intervals are bootstrap 95% intervals over the labelled items. "
         "A problem is flagged when the raw score is below the threshold.</p>",
         "<table><tr><th>metric</th><th>items</th><th>good</th><th>AUROC</th><th>balanced accuracy</th>"
-        "<th>problem-class F1</th><th>threshold</th><th>Brier</th><th>ECE</th></tr>",
+        "<th>problem-class F1</th><th>threshold</th><th>Brier</th><th>ECE</th><th>verdict</th></tr>",
     ]
     for metric, a in sorted(agreements.items()):
         parts.append(
             f"<tr><td>{html.escape(metric)}</td><td>{a.items}</td><td>{a.positives}</td>"
             f"<td>{_interval(a.auroc)}</td><td>{_interval(a.balanced_accuracy)}</td>"
-            f"<td>{_interval(a.problem_f1)}</td><td>{a.threshold:g}</td><td>{a.brier:.3f}</td>"
-            f"<td>{a.ece:.3f}</td></tr>"
+            f"<td>{_interval(a.problem_f1)}</td><td>{plain(a.threshold)}</td><td>{a.brier:.3f}</td>"
+            f"<td>{a.ece:.3f}</td><td>{auroc_verdict(a.auroc.low, a.auroc.high)}</td></tr>"
         )
     parts.append("</table>")
     for metric in sorted(agreements):
@@ -125,7 +125,8 @@ def render(
             )
             for t in calibration.thresholds:
                 parts.append(
-                    f"<tr><td>{t.target} &ge; {t.goal:g}</td><td>{_fmt(t.threshold)}</td>"
+                    f"<tr><td>{t.target} &ge; {plain(t.goal)}</td>"
+                    f"<td>{'n/a' if t.threshold is None else plain(t.threshold)}</td>"
                     f"<td>{_fmt(t.precision)}</td><td>{_fmt(t.recall)}</td></tr>"
                 )
             parts.append("</table><p class=muted>Precision and recall on the fitting data (in-sample).</p>")

@@ -178,3 +178,68 @@ def test_sigterm_ends_the_scheduled_canary_with_a_run_under_way_abandoned(tmp_pa
     assert (tmp_path / "canary-state.json").read_text() == state
     assert gateway.received() == pushed and pushed[-1].scrape().value("ragpulse_canary_judge_moved") == 0
     assert out.count("canary faithfulness: mean") == len(pushed), out + err
+
+
+def test_a_changed_frozen_set_is_refused_not_blamed_on_the_judge(tmp_path: Path) -> None:
+    """The state file keeps a fingerprint of the items and labels the accepted run was measured
+    on: after an edit the canary judges nothing and says how to accept the new set (exit 4),
+    instead of reporting that the judge moved (exit 3)."""
+    state_file = tmp_path / "canary-state.json"
+    with FakeLLMServer() as server:
+        argv, env = canary_command(tmp_path, server)
+        first = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        assert first.returncode == 0, first.stdout + first.stderr
+        assert f"canary: first run, accepted as the reference ({len(CANARY_ITEMS)} items" in first.stdout
+        assert f"state in {state_file}" in first.stdout
+        accepted = json.loads(state_file.read_text())["accepted_fingerprint"]
+        assert len(accepted) == 16
+
+        # The same set in another order is the same set.
+        items = tmp_path / "canary.jsonl"
+        items.write_text("".join(reversed(items.read_text().splitlines(keepends=True))))
+        again = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert "accepted as the reference" not in again.stdout
+
+        # One response edited: a different set, refused before any judge call.
+        rows = [json.loads(line) for line in items.read_text().splitlines()]
+        rows[0]["response"] = rows[0]["response"] + " It is also open on Sundays."
+        items.write_text("".join(json.dumps(row) + "\n" for row in rows))
+        calls = server.stats.calls
+        changed = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        assert changed.returncode == 4, changed.stdout + changed.stderr
+        assert server.stats.calls == calls
+        assert "the frozen set changed" in changed.stdout and "accept it with --accept" in changed.stdout
+        assert "judge moved" not in changed.stdout
+        assert json.loads(state_file.read_text())["accepted_fingerprint"] == accepted
+
+        # A changed label is a changed set too.
+        labels = tmp_path / "canary-labels.jsonl"
+        label_rows = [json.loads(line) for line in labels.read_text().splitlines()]
+        label_rows[0]["label"] = 1 - label_rows[0]["label"]
+        labels.write_text("".join(json.dumps(row) + "\n" for row in label_rows))
+        changed = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        assert changed.returncode == 4, changed.stdout + changed.stderr
+
+        accept = subprocess.run([*argv, "--accept"], cwd=ROOT, env=env, capture_output=True, text=True,
+                                timeout=120)  # fmt: skip
+        assert accept.returncode == 0, accept.stdout + accept.stderr
+        assert (
+            "canary: accepted as the reference" in accept.stdout and f"state in {state_file}" in accept.stdout
+        )
+        new = json.loads(state_file.read_text())["accepted_fingerprint"]
+        assert new != accepted
+        after = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        assert after.returncode == 0, after.stdout + after.stderr
+
+
+def test_a_canary_whose_judge_cannot_work_stops_before_judging(tmp_path: Path) -> None:
+    with FakeLLMServer() as server:
+        server.fail_always("401")
+        argv, env = canary_command(tmp_path, server, env={"RAGPULSE_JUDGE_SELF_CHECK": "true"})
+        run = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        calls = server.stats.calls
+    assert run.returncode == 5, run.stdout + run.stderr
+    assert calls == 1
+    assert "Incorrect API key provided" in run.stdout and "RAGPULSE_JUDGE_API_KEY" in run.stdout
+    assert not (tmp_path / "canary-state.json").exists()

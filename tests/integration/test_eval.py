@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 from collections import defaultdict
 from pathlib import Path
@@ -146,7 +147,30 @@ def test_compare_detects_a_known_difference(tmp_path: Path) -> None:
     assert faithfulness["verdict"] == "worse"
     assert (out / "a" / "results.jsonl").is_file() and (out / "b" / "summary.json").is_file()
     assert "worse" in run.stdout
-    assert 'data-chart="differences"' in (out / "report.html").read_text()
+    report = (out / "report.html").read_text()
+    assert 'data-chart="differences"' in report
+    # Each file where it is said to be.
+    stdout = " ".join(run.stdout.split())
+    assert (
+        f"Wrote {out}/ (comparison.json, report.html), {out}/a/ and {out}/b/ (results.jsonl, summary.json)"
+        in stdout
+    )
+    assert not (out / "results.jsonl").exists() and (out / "comparison.json").is_file()
+    # The items that got worse, each with A's and B's answers and verdicts side by side.
+    assert "Items that got worse from A to B" in stdout
+    worse = report[report.index("Items that got worse from A to B") : report.index("Items that got better")]
+    blocks = worse.split('<details open class="changed">')[1:]
+    assert 0 < len(blocks) <= 10
+    a_rows = {json.loads(line)["id"]: json.loads(line) for line in a.read_text().splitlines()}
+    b_rows = {json.loads(line)["id"]: json.loads(line) for line in b.read_text().splitlines()}
+    for block in blocks:
+        item = block.split("<b>", 1)[1].split("</b>", 1)[0]
+        assert "<h4>A</h4>" in block and "<h4>B</h4>" in block and block.count("claim supported") >= 2
+        assert (
+            html.escape(a_rows[item]["response"]) in block and html.escape(b_rows[item]["response"]) in block
+        )
+    # B's sections say they are B's.
+    assert "Score distributions of B" in report and "Weakest items of B" in report
 
 
 def test_compare_identical_files_finds_no_difference(tmp_path: Path) -> None:
@@ -164,36 +188,141 @@ def test_compare_identical_files_finds_no_difference(tmp_path: Path) -> None:
             assert values["mean_difference"] == 0.0
 
 
-def test_llm_judge_through_the_same_cache_and_failures_are_not_scores(tmp_path: Path) -> None:
+def _judged_set(tmp_path: Path, n: int = 6) -> Path:
     data = tmp_path / "set.jsonl"
     rows = [
         {"id": f"q{i}", "question": "Which river flows through Paris?",
          "contexts": ["The Seine flows through Paris.", "Lyon sits on the Rhone."],
          "response": f"The Seine flows through Paris, {i} times a day."}
-        for i in range(6)
+        for i in range(n)
     ]  # fmt: skip
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return data
+
+
+def _judge_env(server: FakeLLMServer, **extra: str) -> dict[str, str]:
+    return {
+        "RAGPULSE_JUDGE_MODEL": "openai/ragpulse-test-judge",
+        "RAGPULSE_JUDGE_API_BASE": server.api_base,
+        "RAGPULSE_JUDGE_API_KEY": "test-key",
+        **extra,
+    }
+
+
+def _lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.strip()]
+
+
+def test_judge_errors_are_never_scores_and_fail_the_run_above_the_allowed_share(tmp_path: Path) -> None:
+    data = _judged_set(tmp_path)
     with FakeLLMServer() as server:
-        server.fail_always("400")  # permanent failure: never retried, never a score
-        env = {
-            "RAGPULSE_JUDGE_MODEL": "openai/ragpulse-test-judge",
-            "RAGPULSE_JUDGE_API_BASE": server.api_base,
-            "RAGPULSE_JUDGE_API_KEY": "test-key",
-        }
+        # Past the self-check, every call rejected (a permanent failure: never retried).
+        env = _judge_env(server, RAGPULSE_JUDGE_SELF_CHECK="false")
+        server.fail_always("400")
         run = ragpulse_eval(
             str(data), "--out", str(tmp_path / "failed"), "--metrics", "faithfulness", env=env
         )
-        assert run.returncode == 0, run.stderr
+        assert server.stats.calls == 6  # one per item, none retried
+        # All scores are judge errors: exit 3 whatever the allowed share, in one line.
+        assert run.returncode == 3, run.stderr
+        failed_lines = [line for line in _lines(run.stderr) if "the judge failed on" in line]
+        assert len(failed_lines) == 1, run.stderr
+        assert "the judge failed on 6 of 6 judged scores" in failed_lines[0]
+        assert "'response_format' of type 'json_schema' is not supported" in failed_lines[0]
         summary = json.loads((tmp_path / "failed" / "summary.json").read_text())["metrics"]["faithfulness"]
         assert summary["count"] == 0 and summary["errors"] == 6 and summary["mean"] is None
+
+        # Two errors in six: above the default share (0.1), within --max-judge-errors 0.5.
         server.fail_always(None)
+        server.reset()
+        server.script("400", "400")
+        run = ragpulse_eval(str(data), "--out", str(tmp_path / "some"), "--metrics", "faithfulness", env=env)
+        assert run.returncode == 3 and "failed on 2 of 6 judged scores (33%" in run.stderr, run.stderr
+        server.script("400", "400")
+        run = ragpulse_eval(str(data), "--out", str(tmp_path / "allowed"), "--metrics", "faithfulness",
+                            "--max-judge-errors", "0.5", env=env)  # fmt: skip
+        assert run.returncode == 0, run.stderr
+
+        server.reset()
         run = ragpulse_eval(str(data), "--out", str(tmp_path / "ok"), "--metrics", "faithfulness", env=env)
         assert run.returncode == 0, run.stderr
-        assert server.stats.calls > 0
+        sent = (server.stats.calls, server.stats.prompt_tokens, server.stats.completion_tokens)
     summary = json.loads((tmp_path / "ok" / "summary.json").read_text())
     assert summary["judge"] == "openai/ragpulse-test-judge"
     assert summary["metrics"]["faithfulness"]["count"] == 6
     assert summary["metrics"]["faithfulness"]["errors"] == 0
+    # What scoring cost, as the judge's server counted it (litellm has no price for this model).
+    usage = summary["judge_usage"]
+    assert (usage["calls"], usage["prompt_tokens"], usage["completion_tokens"]) == sent
+    assert usage["failed"] == 0 and usage["unpriced_calls"] == 6
+    assert f"judge openai/ragpulse-test-judge: 6 calls (0 failed), {sent[1]:,} prompt" in " ".join(
+        run.stdout.split()
+    )
+    # No terminal: a progress line per tenth of the items (every item of six), then the total.
+    progress = [line.rpartition(",")[0] for line in run.stderr.splitlines() if " items (" in line]
+    for n in range(1, 6):
+        assert f"scoring {data}: {n}/6 items ({n / 6:.0%})" in progress, run.stderr
+    assert f"scored 6 items of {data} in " in run.stderr
+
+
+@pytest.mark.parametrize(
+    ("fault", "provider_says", "settings"),
+    [
+        ("401", "Incorrect API key provided", "check the key in RAGPULSE_JUDGE_API_KEY"),
+        ("403", "Project does not have access to this model", "check the key in RAGPULSE_JUDGE_API_KEY"),
+        ("404", "The model `gpt-nonexistent` does not exist",
+         "check RAGPULSE_JUDGE_MODEL and RAGPULSE_JUDGE_API_BASE"),
+    ],
+)  # fmt: skip
+def test_a_judge_that_cannot_work_stops_eval_before_scoring_in_one_line(
+    tmp_path: Path, fault: str, provider_says: str, settings: str
+) -> None:
+    data = _judged_set(tmp_path)
+    with FakeLLMServer() as server:
+        server.fail_always(fault)
+        run = ragpulse_eval(str(data), "--out", str(tmp_path / "out"), env=_judge_env(server))
+        calls = server.stats.calls
+    assert run.returncode == 5, run.stdout + run.stderr
+    assert calls == 1  # the self-check's one call: not retried, nothing scored
+    lines = _lines(run.stderr)
+    assert len(lines) == 1, run.stderr
+    assert lines[0].startswith("ragpulse eval: judge self-check failed: judge openai/ragpulse-test-judge: ")
+    assert provider_says in lines[0] and settings in lines[0], lines[0]
+    assert not (tmp_path / "out" / "results.jsonl").exists()
+
+
+def test_a_judge_server_in_trouble_stops_eval_after_a_few_requests(tmp_path: Path) -> None:
+    data = _judged_set(tmp_path)
+    with FakeLLMServer() as server:
+        server.fail_always("500")
+        run = ragpulse_eval(str(data), "--out", str(tmp_path / "out"), env=_judge_env(server))
+        calls = server.stats.calls
+    assert run.returncode == 5, run.stdout + run.stderr
+    assert 1 < calls <= 4  # the self-check's call and its retries (judge_max_retries 3), no more
+    lines = _lines(run.stderr)
+    assert len(lines) == 1, run.stderr
+    assert "HTTP 500" in lines[0] and "The server had an error while processing your request" in lines[0]
+    assert "(server_error); check RAGPULSE_JUDGE_MODEL, RAGPULSE_JUDGE_API_BASE" in lines[0]
+
+
+def test_no_key_for_a_provider_model_is_named_without_a_request(tmp_path: Path) -> None:
+    """litellm's OpenAI client refuses to send without a key (it reports that as a 500): the
+    cause and the two variables that supply a key are named at once. OPENAI_API_BASE points at a
+    test server to show that nothing is sent, so the test needs no network."""
+    data = _judged_set(tmp_path)
+    with FakeLLMServer() as server:
+        run = ragpulse_eval(
+            str(data), "--out", str(tmp_path / "out"), "--judge", "openai/gpt-4o-mini",
+            env={"OPENAI_API_BASE": server.api_base}, unset=("OPENAI_API_KEY",),
+        )  # fmt: skip
+        calls = server.stats.calls
+    assert run.returncode == 5, run.stdout + run.stderr
+    assert calls == 0
+    lines = _lines(run.stderr)
+    assert len(lines) == 1, run.stderr
+    assert "Missing credentials" in lines[0]
+    assert "set OPENAI_API_KEY (read by litellm for this provider) or RAGPULSE_JUDGE_API_KEY" in lines[0]
+    assert "gave up after" not in lines[0]  # not retried
 
 
 def test_the_report_shows_the_verdicts_of_scoring_without_asking_the_judge_again(tmp_path: Path) -> None:
@@ -217,8 +346,8 @@ def test_the_report_shows_the_verdicts_of_scoring_without_asking_the_judge_again
         assert run.returncode == 0, run.stderr
         sent = json.dumps(server.stats.requests)
         calls, by_kind = server.stats.calls, dict(server.stats.by_kind)
-    # What scoring needs and nothing more: one combined question per item.
-    assert calls == len(rows) and by_kind == {"assess_interaction": len(rows)}
+    # What scoring needs and nothing more: one combined question per item (and the self-check's).
+    assert calls == len(rows) + 1 and by_kind == {"assess_interaction": len(rows), "assess_chunks": 1}
     for planted in ("help@shop.example", "jane.doe0@customer.example", "12 34 56 78"):
         assert planted not in sent, f"{planted} reached the judge"
     report = (tmp_path / "out" / "report.html").read_text()
@@ -227,3 +356,36 @@ def test_the_report_shows_the_verdicts_of_scoring_without_asking_the_judge_again
     assert weakest.count("chunk 1 useful") == len(rows) and weakest.count("chunk 2 useful") == len(rows)
     assert weakest.count("claim supported") >= len(rows)
     assert "&lt;EMAIL_1&gt;" in weakest and "No judge verdicts" not in weakest
+
+
+def test_terminal_tables_keep_full_metric_names(tmp_path: Path) -> None:
+    """Two metrics whose names differ only at the end stay two rows that read apart, even in the
+    80 columns of a log."""
+    data = tmp_path / "set.jsonl"
+    rows = [
+        {"id": f"q{i}", "question": "Which river flows through Paris?",
+         "contexts": ["The Seine flows through Paris.", "Lyon sits on the Rhone."],
+         "response": "The Seine flows through Paris.", "reference": "The Seine flows through Paris."}
+        for i in range(3)
+    ]  # fmt: skip
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    run = ragpulse_eval(str(data), "--out", str(tmp_path / "out"), env={"COLUMNS": "80"})
+    assert run.returncode == 0, run.stderr
+    for name in ("ragchecker_noise_sensitivity_in_relevant", "ragchecker_noise_sensitivity_in_irrelevant"):
+        assert f" {name} " in run.stdout, run.stdout
+    assert "…" not in run.stdout
+
+
+def test_eval_help_offers_only_what_eval_uses() -> None:
+    import subprocess
+    import sys
+
+    from tests.support.repo import ROOT
+
+    shown = subprocess.run([sys.executable, "-m", "agent", "eval", "--help"], cwd=ROOT,
+                           capture_output=True, text=True, timeout=60, check=True).stdout  # fmt: skip
+    for flag in ("--otlp-listen", "--metrics-listen", "--sample-rate"):
+        assert flag not in shown
+    for flag in ("--judge", "--max-judge-errors", "--compare", "--config", "--set"):
+        assert flag in shown
+    assert "labelled set" not in shown and "JSONL set" in shown

@@ -188,14 +188,45 @@ def test_a_misconfigured_judge_is_reported_at_start_and_permanent_failures_are_e
             deadline = time.monotonic() + 30
             while "judge self-check failed" not in agent.log() and time.monotonic() < deadline:
                 time.sleep(0.2)
-            assert "judge self-check failed: openai/judge-test" in agent.log()
-            assert "RAGPULSE_JUDGE_API_BASE" in agent.log()
+            line = next(x for x in agent.log().splitlines() if "judge self-check failed" in x)
+            assert "judge openai/judge-test: request rejected (bad_request, HTTP 400)" in line
+            assert "'response_format' of type 'json_schema' is not supported" in line
+            assert "RAGPULSE_JUDGE_API_BASE" in line
             send_interactions(agent, 3)
             scrape = agent.wait_for(lambda s: s.total("ragpulse_evaluations_total", outcome="error") == 3)
             # A permanent failure is recorded as an error (never as a score), and logged once.
             assert scrape.total("ragpulse_evaluations_total", outcome="error") == 3
             assert scrape.total("ragpulse_score_count") == 0
-            assert agent.log().count("failed permanently (bad_request)") <= 2
+            assert agent.log().count("request rejected (bad_request") <= 3  # self-check, then once
+            assert agent.stop() == 0
+        finally:
+            agent.kill()
+
+
+def test_a_rejected_key_is_named_at_start_and_readyz_says_the_judge_is_not_ready() -> None:
+    """A 401 is no outage: it is named once with what to set, never retried, and /readyz answers
+    503 for the judge (the reason line needs build.py's readiness check to pass judge.problem())."""
+    with FakeLLMServer() as judge:
+        judge.fail_always("401")
+        agent = AgentProcess(
+            env={
+                "RAGPULSE_JUDGE_MODEL": "openai/judge-test",
+                "RAGPULSE_JUDGE_API_BASE": judge.api_base,
+                "RAGPULSE_JUDGE_API_KEY": "test-key",
+                "RAGPULSE_METRICS": "context_precision",
+            }
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while "judge self-check failed" not in agent.log() and time.monotonic() < deadline:
+                time.sleep(0.2)
+            line = next(x for x in agent.log().splitlines() if "judge self-check failed" in x)
+            assert "credentials missing or rejected (auth, HTTP 401): Incorrect API key provided" in line
+            assert "check the key in RAGPULSE_JUDGE_API_KEY (it is used instead of OPENAI_API_KEY)" in line
+            assert judge.stats.calls == 1  # never retried
+            status, body = http_get(f"http://127.0.0.1:{agent.metrics_port}/readyz")
+            assert status == 503 and b"judge: not ready" in body, body
+            judge.fail_always(None)  # the key works again: the next call that succeeds clears it
             assert agent.stop() == 0
         finally:
             agent.kill()

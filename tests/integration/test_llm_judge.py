@@ -213,6 +213,54 @@ def test_client_errors_are_not_retried(fake: FakeLLMServer) -> None:
     assert fake.stats.calls == 1
 
 
+@pytest.mark.parametrize(
+    ("fault", "reason", "names"),
+    [
+        ("401", "auth", "check the key in RAGPULSE_JUDGE_API_KEY (it is used instead of OPENAI_API_KEY)"),
+        ("403", "auth", "check the key in RAGPULSE_JUDGE_API_KEY"),
+        ("404", "not_found", "check RAGPULSE_JUDGE_MODEL and RAGPULSE_JUDGE_API_BASE"),
+    ],
+)
+def test_a_judge_that_cannot_work_is_permanent_named_and_reported_until_it_answers(
+    fake: FakeLLMServer, fault: str, reason: str, names: str
+) -> None:
+    from agent.judges.base import JudgeError
+
+    judge = llm_judge(fake)
+    fake.fail_always(fault)
+    with pytest.raises(JudgeError) as failed:
+        asyncio.run(judge.assess_chunks(QUERY, RESPONSE, CHUNKS))
+    error = failed.value
+    assert fake.stats.calls == 1 and not error.retryable and error.reason == reason
+    assert "\n" not in str(error) and names in str(error) and f"HTTP {fault}" in str(error)
+    # /readyz's view: not ready, with the same line, until a call succeeds.
+    assert judge.problem() == str(error) and judge.healthy() is False
+    fake.fail_always(None)
+    asyncio.run(judge.assess_chunks(QUERY, RESPONSE, CHUNKS))
+    assert judge.problem() is None and judge.healthy() is True
+
+
+def test_a_missing_provider_key_is_permanent_and_names_the_variables(fake: FakeLLMServer) -> None:
+    """Without any key litellm's OpenAI client refuses before sending (as a 500)."""
+    import os
+
+    from agent.judges.base import JudgeError
+
+    saved = os.environ.pop("OPENAI_API_KEY", None)
+    try:
+        judge = llm_judge(fake, api_key=None)
+        with pytest.raises(JudgeError) as failed:
+            asyncio.run(judge.assess_chunks(QUERY, RESPONSE, CHUNKS))
+    finally:
+        if saved is not None:
+            os.environ["OPENAI_API_KEY"] = saved
+    assert fake.stats.calls == 0 and failed.value.reason == "auth" and not failed.value.retryable
+    assert "Missing credentials" in str(failed.value)
+    assert "set OPENAI_API_KEY (read by litellm for this provider) or RAGPULSE_JUDGE_API_KEY" in str(
+        failed.value
+    )
+
+
 def test_a_malformed_answer_gets_one_repair_with_the_problem_fenced(fake: FakeLLMServer) -> None:
     fake.script("malformed")
     assessed = asyncio.run(llm_judge(fake).assess_chunks(QUERY, RESPONSE, CHUNKS))

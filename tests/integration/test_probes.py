@@ -132,6 +132,37 @@ def test_probe_failures_are_counted_by_reason(
     assert scrape.total("ragpulse_probe_items_total", probe_set="down") == 0
 
 
+def test_no_answer_says_where_the_answer_was_looked_for_and_what_the_response_had(
+    agent: AgentProcess, app: ProbeApp, golden: Path
+) -> None:
+    """The app answers {"data": {"answer": ...}}; an endpoint given without its answer_path looks
+    for "answer" at the top: the round's line says so, and which keys the response had."""
+    env = {"PATH": "/usr/bin:/bin", "RAGPULSE_PROBES_SET_NAME": "misread",
+           "RAGPULSE_PROBES_OTLP_ENDPOINT": f"http://127.0.0.1:{agent.otlp_port}"}  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "agent", "probe", "--golden", str(golden), "--endpoint", app.url],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"{len(GOLDEN)} failed (no_answer {len(GOLDEN)})" in done.stdout
+    assert (
+        "  no_answer on app: answer_path 'answer': no 'answer' at the top; the response has keys: data"
+        in (done.stdout)
+    )
+    from agent.probes.prober import missing_answer_hint
+
+    assert missing_answer_hint({"data": {"text": "Paris"}}, "data.answer") == (
+        "answer_path 'data.answer': no 'answer' at 'data'; the response has keys: text"
+    )
+    assert missing_answer_hint({"choices": []}, "choices.0.text") == (
+        "answer_path 'choices.0.text': at 'choices' is a list of 0, no item '0'"
+    )
+    assert (
+        missing_answer_hint({"answer": ["Paris"]}, "answer")
+        == "answer_path 'answer' leads to a list, not a string"
+    )
+
+
 def test_probe_schedule_sends_a_round_every_interval_until_stopped(
     agent: AgentProcess, app: ProbeApp, golden: Path
 ) -> None:

@@ -31,6 +31,17 @@ CHECKS = {
     " && s.querySelectorAll('path, rect, line, use').length > 10; })",
     "fetched": "performance.getEntriesByType('resource').map(e => e.name)",
     "sections": "[...document.querySelectorAll('section')].map(s => s.id)",
+    # Nothing wider than the window (no sideways scrolling), and numeric headers over their numbers.
+    "fits": "document.documentElement.scrollWidth <= document.documentElement.clientWidth",
+    "headers_aligned": "[...document.querySelectorAll('td.num')].every(td => {"
+    " const th = td.closest('table').querySelectorAll('th')[td.cellIndex];"
+    " return th && getComputedStyle(th).textAlign === 'right'; })",
+    # No histogram bar runs past the highest gridline of its count axis (it would read as cut).
+    "bars_inside": "[...document.querySelectorAll('figure.chart svg')].every(svg => {"
+    " const grid = [...svg.querySelectorAll('line[stroke=\"#e3e6ee\"]')]"
+    ".filter(l => l.getAttribute('y1') === l.getAttribute('y2')).map(l => +l.getAttribute('y1'));"
+    " if (!grid.length) return true; const top = Math.min(...grid);"
+    " return [...svg.querySelectorAll('rect')].every(r => +r.getAttribute('y') >= top - 0.01); })",
 }
 
 
@@ -76,6 +87,9 @@ def test_eval_report_with_comparison(tmp_path: Path) -> None:
     assert {"comparison", "summary", "distributions", "weakest", "bad-lines"} <= set(
         visit.results["sections"]
     )
+    assert visit.results["fits"] is True
+    assert visit.results["headers_aligned"] is True
+    assert visit.results["bars_inside"] is True
     assert visit.screenshot.startswith(b"\x89PNG")
 
 

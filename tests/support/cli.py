@@ -6,14 +6,18 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from tests.support.repo import ROOT
 
 
-def ragpulse_eval(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """`python -m agent eval ARGS` without the caller's RAGPULSE_* settings (plus `env`)."""
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("RAGPULSE_")}
+def ragpulse_eval(
+    *args: str, env: dict[str, str] | None = None, unset: Sequence[str] = ()
+) -> subprocess.CompletedProcess[str]:
+    """`python -m agent eval ARGS` without the caller's RAGPULSE_* settings and the variables in
+    `unset` (plus `env`)."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("RAGPULSE_") and k not in unset}
     environment.update(env or {})
     return subprocess.run(
         [sys.executable, "-m", "agent", "eval", *args],

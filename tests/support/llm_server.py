@@ -3,7 +3,8 @@
 It answers ragpulse's judge prompts like a well-behaved model: it reads only the fenced data of
 the prompt and computes deterministic verdicts from it with the lexical judge's functions, so
 instructions hidden inside a chunk change nothing. Faults can be scripted per request (429, 500,
-400, timeout, malformed JSON, wrong verdict count), latency can be injected, it can miscount like
+400, 401, 403, 404 with bodies shaped like OpenAI's, timeout, malformed JSON, wrong verdict
+count), latency can be injected, it can miscount like
 real models do at larger k (`miscount=0.3`: that share of answers, drawn with a fixed seed, leave
 out one pinned item: a chunk verdict or a claim check), and it counts calls and tokens (cl100k
 tokenizer when available, else ~4 characters per token) and records every request.
@@ -32,7 +33,25 @@ from typing import Any
 
 from agent.judges import local
 
-FAULTS = ("429", "500", "400", "timeout", "malformed", "wrong_count", "bad_claims")
+FAULTS = ("429", "500", "400", "401", "403", "404", "timeout", "malformed", "wrong_count", "bad_claims")
+
+# Error bodies shaped as OpenAI's API sends them, so litellm maps them as it maps a provider's.
+PROVIDER_ERRORS: dict[str, dict[str, Any]] = {
+    "400": {"message": "Invalid parameter: 'response_format' of type 'json_schema' is not supported "
+            "with this model.", "type": "invalid_request_error", "param": "response_format",
+            "code": None},
+    "401": {"message": "Incorrect API key provided: sk-test****-key. You can find your API key at "
+            "https://platform.openai.com/account/api-keys.", "type": "invalid_request_error",
+            "param": None, "code": "invalid_api_key"},
+    "403": {"message": "Project does not have access to this model.", "type": "invalid_request_error",
+            "param": None, "code": "model_not_allowed"},
+    "404": {"message": "The model `gpt-nonexistent` does not exist or you do not have access to it.",
+            "type": "invalid_request_error", "param": None, "code": "model_not_found"},
+    "429": {"message": "Rate limit reached for requests.", "type": "requests", "param": None,
+            "code": "rate_limit_exceeded"},
+    "500": {"message": "The server had an error while processing your request.", "type": "server_error",
+            "param": None, "code": None},
+}  # fmt: skip
 
 
 def _token_counter():  # type: ignore[no-untyped-def]
@@ -304,8 +323,8 @@ class FakeLLMServer:
         if fault == "timeout":
             self._closing.wait(self.hang_seconds)
             return 504, {"error": {"message": "hung", "type": "timeout"}}
-        if fault in ("429", "500", "400"):
-            return int(fault), {"error": {"message": f"scripted {fault}", "type": "fake", "code": fault}}
+        if fault in PROVIDER_ERRORS:
+            return int(fault), {"error": PROVIDER_ERRORS[fault]}
         try:
             verdicts = answer(users[0]) if users else {}
             kind = fenced_blocks(users[0])[0] if users else "unknown"

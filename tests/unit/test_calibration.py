@@ -235,3 +235,59 @@ def test_grouped_bootstrap_resamples_whole_groups() -> None:
     # Empty or undefined: None, never 0.
     assert grouped_bootstrap(f1, []) == Interval(None, None, None)
     assert grouped_bootstrap(f1, [[(1, 1)], [(1, 1)]]) == Interval(None, None, None)
+
+
+def test_auroc_verdicts_and_plain_numbers() -> None:
+    from agent.trust.agreement import auroc_verdict, plain
+
+    assert auroc_verdict(0.27, 0.77) == "at chance"  # the local judge's answer relevancy on ARES
+    assert auroc_verdict(0.55, 0.80) == "weak"
+    assert auroc_verdict(0.70, 0.92) == "useful"
+    assert auroc_verdict(0.20, 0.45) == "worse than chance"
+    assert auroc_verdict(None, None) == "unknown"
+    assert [plain(v) for v in (1e-9, 1.0, 0.5, 0.25, 12.0)] == ["0.000000001", "1", "0.5", "0.25", "12"]
+
+
+def _labelled(tmp_path: Path, n: int, *, scores: bool) -> tuple[Path, Path]:
+    rng = random.Random(7)
+    labels, results = [], []
+    for i in range(n):
+        label = i % 2
+        score = min(1.0, max(0.0, 0.3 + 0.4 * label + rng.uniform(-0.3, 0.3)))
+        row = {"id": f"i{i}", "metric": "faithfulness", "label": label}
+        labels.append(json.dumps({**row, "score": round(score, 3)} if scores else row))
+        results.append(json.dumps({"id": f"i{i}", "faithfulness": round(score, 3)}))
+    run = tmp_path / "run"
+    run.mkdir(exist_ok=True)
+    (run / "summary.json").write_text(json.dumps({"judge": "openai/gpt-4o-mini", "metrics": {}}))
+    return write_lines(tmp_path / "labels.jsonl", labels), write_lines(run / "results.jsonl", results)
+
+
+def test_calibrate_says_what_it_did(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from agent.cli import main
+
+    labels, results = _labelled(tmp_path, 50, scores=False)
+    out = tmp_path / "out"
+    common = ["--out", str(out), "--bootstrap", "100"]
+    # The judge comes from the summary.json beside the scores.
+    assert main(["calibrate", str(labels), "--scores", str(results), *common]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("Judge: openai/gpt-4o-mini\n")
+    assert json.loads((out / "agreement.json").read_text())["judge"] == "openai/gpt-4o-mini"
+    assert "Judge: <b>openai/gpt-4o-mini</b>" in (out / "report.html").read_text()
+    # 50 labels: Platt scaling by default, isotonic refused in one line.
+    assert load_calibrations(out / "calibration.json").calibrations["faithfulness"].method == "platt"
+    row = next(line for line in printed.splitlines() if line.startswith("faithfulness"))
+    assert row.split()[-2:] == ["platt", "useful"]
+    assert main(["calibrate", str(labels), "--scores", str(results), "--method", "isotonic", *common]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "ragpulse calibrate: faithfulness: 50 labels are too few for isotonic calibration (it needs 100: "
+        "with fewer its steps follow the noise); use --method platt or label more"
+    ]
+    # A labels file without scores and no --scores: one line, not one per label.
+    assert main(["calibrate", str(labels), *common]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2, err  # the shared reason, then "nothing to calibrate"
+    assert err[0].startswith(f"{labels}: 50 lines (first 1, last 50): no score on the line and no --scores")
+    assert "--scores RESULTS" in err[0]

@@ -79,8 +79,20 @@ def test_calibrate_reports_agreement_of_the_lexical_judge(
     for metric in calibrations.calibrations:
         calibration = calibrations.get(metric)
         assert calibration is not None and calibration.fitted_on["judge"] == "lexical"
+        # The default method: isotonic from 100 labels on, Platt scaling below.
+        assert calibration.method == ("isotonic" if len(pairs[metric][0]) >= 100 else "platt")
         probabilities = [calibration.probability(v) for v in sorted(pairs[metric][1])]
-        assert probabilities == sorted(probabilities)  # isotonic: monotone in the score
+        # Monotone in the score (a Platt curve falls for a judge that ranks worse than chance).
+        assert probabilities in (sorted(probabilities), sorted(probabilities, reverse=True))
+    # A plain verdict per metric from the AUROC interval.
+    printed = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[2:] if line.strip()}
+    for metric, row in agreement["metrics"].items():
+        low, high = row["auroc"]["low"], row["auroc"]["high"]
+        expected = "at chance" if low <= 0.5 <= high else "useful" if low >= 0.7 else "weak"
+        assert printed[metric].endswith(f"  {expected}"), printed[metric]
+    if folder == "ares_sample":  # the local judge's answer relevancy cannot be told from a coin
+        assert printed["answer_relevancy"].endswith("  at chance")
+        assert " 0.000000001 " in printed["context_relevancy"]  # plain decimals, never 1e-09
 
 
 def test_bad_label_lines_are_reported_by_line_and_the_rest_is_used(

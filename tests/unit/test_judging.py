@@ -297,7 +297,7 @@ def test_every_wrapper_defines_every_question_itself_and_looks_nothing_up() -> N
     questions = {
         name
         for name in vars(Judge)
-        if not name.startswith("_") and name not in {"model", "prompt_version", "healthy"}
+        if not name.startswith("_") and name not in {"model", "prompt_version", "healthy", "problem"}
     }
     assert questions == {
         "assess_chunks",

@@ -228,7 +228,7 @@ def test_eval_pauses_the_collector_until_its_judge_is_built_and_restores_it(
     data = _write_jsonl(tmp_path / "set.jsonl", [{"question": "Capital of France?", "response": "Paris."}])
     args = argparse.Namespace(
         files=[str(data)], out=str(tmp_path / "out"), metrics=None, judge_model=None, k=5,
-        compare=False, labels=None, calibration=None,
+        compare=False, labels=None, calibration=None, max_judge_errors=0.1,
     )  # fmt: skip
     was = gc.isenabled()
     try:
