@@ -28,11 +28,18 @@ PARAGRAPHS = {
         "Recall at k is the share of all relevant chunks that appear among the first k retrieved ones.",
         "Mean reciprocal rank averages one over the rank of the first relevant chunk across queries.",
         "Questions about the metrics go to metrics-team@example.com, who answer within two days.",
+        "## Graded relevance",
+        "Normalised discounted cumulative gain compares graded gains with an ideal ordering of them.",
+        "Hit rate counts queries with at least one relevant chunk anywhere in the top results.",
+        "Reranking models reorder candidate passages by scoring each pair of query and passage.",
     ],
     "generation.txt": [
         "Faithfulness counts the claims of a response that the retrieved context supports.",
         "Answer relevancy asks whether the response addresses the question that the user asked.",
         "Hallucinated claims lower faithfulness even when the response sounds fluent and confident.",
+        "Answer correctness compares the claims of a response with those of a reference answer.",
+        "Self-knowledge measures correct claims that the model produced without any retrieved support.",
+        "Noise sensitivity tracks wrong claims taken from irrelevant passages placed in the context.",
     ],
 }
 HTML = """<html><head><title>Judges</title><style>.x { color: red }</style>
