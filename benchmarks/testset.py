@@ -104,9 +104,9 @@ def main() -> int:
         )
         for text in run.stderr.strip().splitlines()[-2:]:
             line(f"  {text}")
-        unsupported = [r for r in rejected if r["reason"].startswith("unsupported")]
-        duplicates = [r for r in rejected if r["reason"].startswith("near-duplicate")]
-        invalid = [r for r in rejected if r["reason"].startswith(("invalid", "second pass"))]
+        unsupported = [r for r in rejected if r["outcome"] == "unsupported"]
+        duplicates = [r for r in rejected if r["outcome"] == "duplicate"]
+        invalid = [r for r in rejected if r["outcome"] == "invalid"]
         caught = sum(1 for r in unsupported if r["reference"] == INVENTED_REFERENCE)
         slipped = sum(1 for r in kept if r["reference"] == INVENTED_REFERENCE)
         tokens = stats.prompt_tokens + stats.completion_tokens
@@ -121,6 +121,7 @@ def main() -> int:
             "invented_references": stats.invented,
             "invented_caught": caught,
             "invented_kept": slipped,
+            "unsupported_without_claims": sum(1 for r in unsupported if "no claim" in r["reason"]),
             "calls": stats.calls,
             "calls_by_kind": dict(stats.by_kind),
             "prompt_tokens": stats.prompt_tokens,

@@ -279,22 +279,25 @@ class _Generator:
     def _drop(self, task: Task, question: str, reason: str) -> None:
         self._failures_in_a_row = 0
         self.tally.duplicates += 1
-        self._write_reject(task, reason, question)
+        self._write_reject(task, "duplicate", reason, question)
         _append(self._journal, journal_row(task, "duplicate", reason))
         self._report("dropped")
 
     def _reject(self, task: Task, outcome: str, reason: str, question: str = "", reference: str = "") -> None:
         self._failures_in_a_row = 0
         self.tally.rejected[outcome] += 1
-        self._write_reject(task, reason, question, reference)
+        self._write_reject(task, outcome, reason, question, reference)
         _append(self._journal, journal_row(task, outcome, reason))
         self._report("rejected")
 
-    def _write_reject(self, task: Task, reason: str, question: str, reference: str = "") -> None:
+    def _write_reject(
+        self, task: Task, outcome: str, reason: str, question: str, reference: str = ""
+    ) -> None:
         if self._rejects is not None:
             row = {
                 "task": task.id,
                 "kind": task.kind,
+                "outcome": outcome,
                 "chunk_ids": list(task.chunk_ids),
                 "question": question,
                 "reference": reference,

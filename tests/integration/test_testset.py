@@ -175,6 +175,7 @@ def test_a_set_is_written_from_documents_checked_and_ready_for_eval(tmp_path: Pa
     # reference was caught and is in the rejects file with its reason.
     rejected = _rows(rejects)
     unsupported = [r for r in rejected if r["reason"].startswith("unsupported")]
+    assert all(r["outcome"] == "unsupported" for r in unsupported)
     assert invented >= 1 and len(unsupported) == invented
     assert all(r["reference"] == INVENTED_REFERENCE for r in unsupported)
     assert calls == len(writes) + len(checks)
