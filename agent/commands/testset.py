@@ -26,7 +26,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, TextIO
+from typing import IO, TYPE_CHECKING, Any, TextIO
 
 from agent.config import ConfigError, Settings
 from agent.infra.secrets import mask
@@ -52,6 +52,11 @@ from agent.offline.testset import (
     supported,
     targets,
 )
+
+if TYPE_CHECKING:  # imported when the command runs: `ragpulse run` never needs them
+    from agent.judges.base import Judge
+    from agent.judges.llm import LLMJudgeOptions
+    from agent.offline.testset_writer import ItemWriter
 
 PROGRESS_SECONDS = 10.0
 # Retryable failures in a row (the judge is down) after which the run stops; a re-run continues.
@@ -177,8 +182,8 @@ class _Generator:
 
     def __init__(
         self,
-        writer: Any,
-        judge: Any,
+        writer: ItemWriter,
+        judge: Judge,
         chunks: dict[str, DocChunk],
         queues: dict[str, deque[Task]],
         wanted: dict[str, int],
@@ -318,7 +323,7 @@ def _lines(path: Path) -> list[str]:
     return path.read_text(encoding="utf-8", errors="replace").splitlines()
 
 
-def _options(settings: Settings) -> Any:
+def _options(settings: Settings) -> LLMJudgeOptions:
     """The LLM judge's call options from the judge settings (as agent/build.py builds them)."""
     from agent.judges.llm import LLMJudgeOptions
 
@@ -406,7 +411,7 @@ async def _generate(
     spend = SpendCounter()
     # The second pass: the judge stack eval uses (redaction when on, cache, instruments).
     judge = build_judge(settings, telemetry, spend=spend)
-    writer: Any = LLMItemWriter(settings.judge.model, _options(settings), usage=telemetry, spend=spend)
+    writer: ItemWriter = LLMItemWriter(settings.judge.model, _options(settings), usage=telemetry, spend=spend)
     if settings.redacts:
         from agent.redact import RedactionRules, Redactor
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from typing import Any
 
-from agent.redact import Redactor
+from agent.redact import Redaction, Redactor
 from agent.text import content_words, sentences
 
 SINGLE = "single"
@@ -474,14 +474,12 @@ class Budget:
 _PLACEHOLDER = re.compile(r"<[A-Z][A-Z0-9_]*_\d+>")
 
 
-def redact_with_placeholders(
-    redactor: Redactor, texts: Sequence[str]
-) -> tuple[tuple[str, ...], dict[str, str]]:
+def redact_with_placeholders(redactor: Redactor, texts: Sequence[str]) -> tuple[Redaction, dict[str, str]]:
     """The texts redacted together, and each placeholder's original value (as first written), read
     off the redacted texts themselves so the numbering is the redactor's own."""
-    redacted = redactor.redact(texts).texts
+    redaction = redactor.redact(texts)
     originals: dict[str, str] = {}
-    for original, out in zip(texts, redacted, strict=True):
+    for original, out in zip(texts, redaction.texts, strict=True):
         shift = 0
         for finding in redactor.find(original) if original else []:
             match = _PLACEHOLDER.match(out, finding.start + shift)
@@ -489,7 +487,7 @@ def redact_with_placeholders(
                 break
             originals.setdefault(match.group(), original[finding.start : finding.end])
             shift += len(match.group()) - (finding.end - finding.start)
-    return redacted, originals
+    return redaction, originals
 
 
 def restore(text: str, originals: Mapping[str, str]) -> str:

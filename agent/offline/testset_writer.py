@@ -222,8 +222,8 @@ class RedactingWriter:
         return self._inner.prompt_version
 
     async def write(self, kind: str, chunks: Sequence[str]) -> Draft:
-        redacted, originals = redact_with_placeholders(self._redactor, chunks)
-        for placeholder in originals:
-            self._counter.redacted(placeholder[1:].rsplit("_", 1)[0].lower(), 1)
-        draft = await self._inner.write(kind, redacted)
+        redaction, originals = redact_with_placeholders(self._redactor, chunks)
+        for what, n in redaction.counts.items():
+            self._counter.redacted(what, n)
+        draft = await self._inner.write(kind, redaction.texts)
         return Draft(restore(draft.question, originals), restore(draft.reference, originals), draft.holding)

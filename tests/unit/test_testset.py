@@ -194,7 +194,9 @@ def test_redaction_placeholders_are_restored_in_what_the_model_wrote() -> None:
         "Write to help@example.com or call +44 20 7946 0958.",
         "Escalate to boss@example.com, not help@example.com.",
     ]
-    redacted, originals = redact_with_placeholders(Redactor(), texts)
+    redaction, originals = redact_with_placeholders(Redactor(), texts)
+    redacted = redaction.texts
+    assert redaction.counts == {"email": 3, "phone": 1}
     assert "example.com" not in " ".join(redacted)
     assert originals == {
         "<EMAIL_1>": "help@example.com",
