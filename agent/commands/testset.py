@@ -12,6 +12,10 @@ Each kept item is appended to --out as it is accepted and each finished task to 
 a run that is killed or stopped by its budget continues where it stopped when run again with the
 same --out: kept items stay, finished tasks (kept, rejected or dropped) are not asked again.
 The pure rules are in agent/offline/testset.py, the model call in agent/offline/testset_writer.py.
+
+Exit status: 0 done, or stopped by the budget (said in a line); 1 no text to read, or stopped
+because the judge failed 5 times in a row; 2 a usage or settings error; 5 the judge cannot work
+(no key, 401/403, unknown model, another 4xx), named in one line.
 """
 
 from __future__ import annotations
@@ -61,6 +65,8 @@ if TYPE_CHECKING:  # imported when the command runs: `ragpulse run` never needs 
 PROGRESS_SECONDS = 10.0
 # Retryable failures in a row (the judge is down) after which the run stops; a re-run continues.
 FAILURES_IN_A_ROW = 5
+# Exit status when the judge cannot work at all (as `ragpulse eval`'s).
+JUDGE_BROKEN = 5
 
 
 def register(
@@ -73,7 +79,8 @@ def register(
             description="Chunk text, Markdown and HTML files and have the judge model write "
             "questions with reference answers and the ids of the chunks that hold them; a second "
             "judge pass rejects references their chunks do not support. Re-run with the same "
-            "--out to continue a run that stopped.",
+            "--out to continue a run that stopped. Exit status: 0 done or stopped by the budget, "
+            "1 no text or the judge kept failing, 2 usage error, 5 the judge cannot work.",
         )
     )
     parser.add_argument("docs", nargs="+", metavar="DOCS", help="files or directories (recursive)")
@@ -206,6 +213,7 @@ class _Generator:
             self._index.add(item_id, question)
         self.stop_reason: str | None = None
         self.fatal: str | None = None
+        self.judge_down = False  # stopped by failures in a row
         self._failures_in_a_row = 0
 
     def _next(self) -> Task | None:
@@ -267,6 +275,7 @@ class _Generator:
             self.tally.failed += 1  # not journaled: a re-run asks again
             self._failures_in_a_row += 1
             if self._failures_in_a_row >= FAILURES_IN_A_ROW:
+                self.judge_down = True
                 self.stop_reason = f"the judge failed {FAILURES_IN_A_ROW} times in a row ({exc.reason})"
             return
         self._failures_in_a_row = 0
@@ -498,9 +507,9 @@ async def _generate(
             f"(RAGPULSE_JUDGE_MODEL, RAGPULSE_JUDGE_API_BASE, RAGPULSE_JUDGE_API_KEY)",
             file=sys.stderr,
         )
-        return 1
+        return JUDGE_BROKEN
     _summary(gen, args, wanted, registry, spent(), out)
-    return 0
+    return 1 if gen.judge_down else 0
 
 
 def _summary(

@@ -79,6 +79,10 @@ def _reason(status: object, exc: BaseException, litellm: Any) -> str | None:
         return "timeout"
     if status == 429:
         return "rate_limited"
+    if _mentions_credentials(exc):
+        # Without its key the OpenAI client fails before sending anything, and litellm reports
+        # that as a 500: no outage, and no retry will find the key.
+        return None
     if isinstance(status, int) and status >= 500:
         return "server_error"
     if isinstance(exc, litellm.APIConnectionError):
@@ -86,7 +90,15 @@ def _reason(status: object, exc: BaseException, litellm: Any) -> str | None:
     return None
 
 
-_PERMANENT = {401: "auth", 403: "auth", 404: "not_found"}
+def _mentions_credentials(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return any(word in text for word in ("credential", "api key", "api_key", "apikey", "auth token"))
+
+
+def _permanent(status: object, exc: BaseException) -> str:
+    if status in (401, 403) or _mentions_credentials(exc):
+        return "auth"
+    return "not_found" if status == 404 else "bad_request"
 
 
 class LLMItemWriter:
@@ -173,7 +185,7 @@ class LLMItemWriter:
                 ) from exc
             raise JudgeError(
                 f"judge call failed permanently: HTTP {status} {type(exc).__name__}: {exc}",
-                reason=_PERMANENT.get(status, "bad_request") if isinstance(status, int) else "bad_request",
+                reason=_permanent(status, exc),
             ) from exc
         self._record(response)
         try:

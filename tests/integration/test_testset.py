@@ -255,11 +255,26 @@ def test_a_permanent_judge_error_stops_at_once_with_one_line(tmp_path: Path) -> 
         server.fail_always("401")
         run = _testset(server, str(docs), "--out", str(tmp_path / "set.jsonl"), "--concurrency", "1")
         calls = server.stats.calls
-    assert run.returncode == 1
-    assert calls == 1  # never retried
-    errors = [line for line in run.stderr.splitlines() if "failed permanently" in line]
-    assert len(errors) == 1 and "(auth)" in errors[0] and "judge_api_key" in errors[0]
-    assert "Traceback" not in run.stderr
+        server.fail_always(None)
+        # No key at all: the OpenAI client refuses before sending (litellm calls that a 500).
+        environment = {
+            k: v for k, v in _env(server).items() if k not in ("RAGPULSE_JUDGE_API_KEY", "OPENAI_API_KEY")
+        }
+        keyless = subprocess.run(
+            _command(str(docs), "--out", str(tmp_path / "k.jsonl"), "--concurrency", "1"),
+            cwd=ROOT,
+            env=environment,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        keyless_calls = server.stats.calls - calls
+    for result in (run, keyless):
+        assert result.returncode == 5, result.stderr
+        errors = [line for line in result.stderr.splitlines() if "failed permanently" in line]
+        assert len(errors) == 1 and "(auth)" in errors[0] and "judge_api_key" in errors[0]
+        assert "Traceback" not in result.stderr
+    assert calls == 1 and keyless_calls == 0  # never retried; the keyless call never left
     assert (tmp_path / "set.jsonl").read_text() == ""
 
 
