@@ -252,7 +252,7 @@ def test_the_budget_stops_cleanly_and_a_rerun_continues(tmp_path: Path) -> None:
 def test_a_permanent_judge_error_stops_at_once_with_one_line(tmp_path: Path) -> None:
     docs = _docs(tmp_path)
     with FakeLLMServer() as server:
-        server.fail_always("401")
+        server.fail_always("400")  # a 4xx other than 429: no retry will help
         run = _testset(server, str(docs), "--out", str(tmp_path / "set.jsonl"), "--concurrency", "1")
         calls = server.stats.calls
         server.fail_always(None)
@@ -269,10 +269,10 @@ def test_a_permanent_judge_error_stops_at_once_with_one_line(tmp_path: Path) -> 
             timeout=300,
         )
         keyless_calls = server.stats.calls - calls
-    for result in (run, keyless):
+    for result, reason in ((run, "(bad_request)"), (keyless, "(auth)")):
         assert result.returncode == 5, result.stderr
         errors = [line for line in result.stderr.splitlines() if "failed permanently" in line]
-        assert len(errors) == 1 and "(auth)" in errors[0] and "judge_api_key" in errors[0]
+        assert len(errors) == 1 and reason in errors[0] and "judge_api_key" in errors[0]
         assert "Traceback" not in result.stderr
     assert calls == 1 and keyless_calls == 0  # never retried; the keyless call never left
     assert (tmp_path / "set.jsonl").read_text() == ""

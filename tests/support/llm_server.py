@@ -8,14 +8,14 @@ real models do at larger k (`miscount=0.3`: that share of answers, drawn with a 
 out one pinned item: a chunk verdict or a claim check), and it counts calls and tokens (cl100k
 tokenizer when available, else ~4 characters per token) and records every request.
 
-It also writes `ragpulse testset` items (`write_testset_item`) from the fenced chunks alone: a
-question on a chunk's most informative sentence with that sentence as the reference (one from each
-chunk for `multi`), or a question the chunk does not answer. `invent=0.3` makes that share of
-answerable drafts (seeded) carry a reference no chunk supports, as a careless model writes.
-
     server = FakeLLMServer(latency=0.3).start()   # server.api_base -> http://127.0.0.1:PORT/v1
     server.script("429", "malformed")             # the next two requests fail that way
-    python -m tests.support.llm_server --port 8001 --latency 0.3 [--fault 500] [--miscount 0.3] [--invent 0.3]
+    python -m tests.support.llm_server --port 8001 --latency 0.3 [--fault 500] [--miscount 0.3]
+
+It also writes `ragpulse testset` items (`write_testset_item`) from the fenced chunks alone: a
+question on a chunk's most informative sentence with that sentence as the reference (one from each
+chunk for `multi`), or a question the chunk does not answer. `invent=0.3` (`--invent 0.3`) makes
+that share of answerable drafts (seeded) carry a reference no chunk supports, as a careless model.
 """
 
 from __future__ import annotations
@@ -36,9 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from agent.judges import local
-from agent.text import STOPWORDS
 
-FAULTS = ("429", "500", "400", "401", "timeout", "malformed", "wrong_count", "bad_claims")
+FAULTS = ("429", "500", "400", "timeout", "malformed", "wrong_count", "bad_claims")
 
 
 def _token_counter():  # type: ignore[no-untyped-def]
@@ -167,7 +166,7 @@ def _key_sentence(chunk: str) -> str:
 
 
 def _topic(sentence: str, n: int = 4) -> str:
-    words = [w for w in re.findall(r"[A-Za-z][A-Za-z-]{3,}", sentence) if w.lower() not in STOPWORDS]
+    words = [w for w in re.findall(r"[A-Za-z][A-Za-z-]{3,}", sentence) if local.content_words(w)]
     picked = list(dict.fromkeys(w.lower() for w in words))[:n] or ["this"]
     return ", ".join(picked[:-1]) + (" and " if len(picked) > 1 else "") + picked[-1]
 
@@ -358,7 +357,7 @@ class FakeLLMServer:
         if fault == "timeout":
             self._closing.wait(self.hang_seconds)
             return 504, {"error": {"message": "hung", "type": "timeout"}}
-        if fault in ("429", "500", "400", "401"):
+        if fault in ("429", "500", "400"):
             return int(fault), {"error": {"message": f"scripted {fault}", "type": "fake", "code": fault}}
         try:
             verdicts = answer(users[0]) if users else {}
