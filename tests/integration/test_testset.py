@@ -116,6 +116,8 @@ def test_a_set_is_written_from_documents_checked_and_ready_for_eval(tmp_path: Pa
             "single=0.5,multi=0.25,unanswerable=0.25",
             "--chunk-chars",
             "200",
+            "--progress-every",
+            "4",
         )
         assert run.returncode == 0, run.stderr
         writes = _requests(server, "write_testset_item")
@@ -181,6 +183,9 @@ def test_a_set_is_written_from_documents_checked_and_ready_for_eval(tmp_path: Pa
     assert calls == len(writes) + len(checks)
     assert f"rejected {invented} unsupported" in run.stderr
     assert f"; {calls} calls," in run.stderr
+    # Progress: a line per 4 kept items.
+    assert re.search(r"^testset: 4/8 items \(single \d/4, multi \d/2, unanswerable \d/2\)", run.stderr, re.M)
+    assert re.search(r"^testset: 8/8 items", run.stderr, re.M)
 
 
 def test_a_killed_run_continues_without_duplicates_or_repeated_calls(tmp_path: Path) -> None:
@@ -247,6 +252,39 @@ def test_the_budget_stops_cleanly_and_a_rerun_continues(tmp_path: Path) -> None:
         assert run.returncode == 0, run.stderr
     assert len(_rows(out)) == 6
     assert "stopped" not in run.stderr
+
+
+def test_the_cost_budget_stops_once_spent(tmp_path: Path) -> None:
+    """A model litellm has a price for (the test server answers in its name): the run stops once
+    --max-cost-usd is spent, counting the drafts and the second pass alike."""
+    docs = _docs(tmp_path)
+    out = tmp_path / "set.jsonl"
+    with FakeLLMServer() as server:
+        environment = {**_env(server), "RAGPULSE_JUDGE_MODEL": "openai/gpt-4o-mini"}
+        args = [
+            str(docs),
+            "--out",
+            str(out),
+            "--size",
+            "6",
+            "--chunk-chars",
+            "200",
+            "--concurrency",
+            "1",
+            "--max-cost-usd",
+            "0.0008",
+        ]
+        run = subprocess.run(
+            _command(*args), cwd=ROOT, env=environment, capture_output=True, text=True, timeout=300
+        )
+        calls = server.stats.calls
+    assert run.returncode == 0, run.stderr
+    spent = float(
+        re.search(r"stopped: --max-cost-usd 0.0008 reached \(\$([0-9.]+) spent\)", run.stderr).group(1)
+    )  # type: ignore[union-attr]
+    assert spent >= 0.0008
+    assert 2 <= calls < 12 and 1 <= len(_rows(out)) < 6
+    assert f"; {calls} calls," in run.stderr and "no price" not in run.stderr
 
 
 def test_a_permanent_judge_error_stops_at_once_with_one_line(tmp_path: Path) -> None:
