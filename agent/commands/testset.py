@@ -232,7 +232,7 @@ class _Generator:
         calls, usd = self._spent()
         # A draft and its check: two calls (an unanswerable draft is not checked: one).
         per_task = 1 if kind == UNANSWERABLE else 2
-        exhausted = self._budget.exhausted(calls + sum(self._inflight.values()) * 2, usd, per_task)
+        exhausted = self._budget.exhausted(calls, usd, per_task, reserved=2 * sum(self._inflight.values()))
         if exhausted:
             self.stop_reason = exhausted
             return None

@@ -460,9 +460,9 @@ class Budget:
     max_calls: int | None = None
     max_cost_usd: float | None = None
 
-    def exhausted(self, calls: float, cost_usd: float, calls_per_task: int) -> str | None:
-        """Why no further task may start, or None."""
-        if self.max_calls is not None and calls + calls_per_task > self.max_calls:
+    def exhausted(self, calls: float, cost_usd: float, calls_per_task: int, reserved: int = 0) -> str | None:
+        """Why no further task may start, or None; `reserved` calls are those of tasks under way."""
+        if self.max_calls is not None and calls + reserved + calls_per_task > self.max_calls:
             return f"--max-calls {self.max_calls} reached ({calls:.0f} calls made)"
         if self.max_cost_usd is not None and cost_usd >= self.max_cost_usd:
             return f"--max-cost-usd {self.max_cost_usd:g} reached (${cost_usd:.4f} spent)"

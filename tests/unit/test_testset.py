@@ -186,6 +186,7 @@ def test_the_budget_stops_before_a_task_that_would_not_fit() -> None:
     assert Budget().exhausted(1e9, 1e9, 2) is None
     assert Budget(max_calls=10).exhausted(8, 0.0, 2) is None
     assert Budget(max_calls=10).exhausted(9, 0.0, 2) == "--max-calls 10 reached (9 calls made)"
+    assert Budget(max_calls=10).exhausted(6, 0.0, 2, reserved=4) == "--max-calls 10 reached (6 calls made)"
     assert Budget(max_cost_usd=0.5).exhausted(0, 0.5, 1) == "--max-cost-usd 0.5 reached ($0.5000 spent)"
 
 
