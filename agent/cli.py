@@ -66,11 +66,13 @@ def _parser() -> argparse.ArgumentParser:
     from agent.commands.demo import register as register_demo
     from agent.commands.eval import register as register_eval
     from agent.commands.probe import register as register_probe
+    from agent.commands.testset import register as register_testset
 
     register_demo(commands, with_settings)
     register_eval(commands, with_settings)
     register_probe(commands, with_settings)
     register_canary(commands, with_settings)
+    register_testset(commands, with_settings)
     add_trust_commands(commands)  # calibrate, label-queue (agent/commands/calibrate.py)
     return parser
 

@@ -12,6 +12,11 @@ tokenizer when available, else ~4 characters per token) and records every reques
     server = FakeLLMServer(latency=0.3).start()   # server.api_base -> http://127.0.0.1:PORT/v1
     server.script("429", "malformed")             # the next two requests fail that way
     python -m tests.support.llm_server --port 8001 --latency 0.3 [--fault 500] [--miscount 0.3]
+
+It also writes `ragpulse testset` items (`write_testset_item`) from the fenced chunks alone: a
+question on a chunk's most informative sentence with that sentence as the reference (one from each
+chunk for `multi`), or a question the chunk does not answer. `invent=0.3` (`--invent 0.3`) makes
+that share of answerable drafts (seeded) carry a reference no chunk supports, as a careless model.
 """
 
 from __future__ import annotations
@@ -81,6 +86,7 @@ class Stats:
     faults: collections.Counter[str] = field(default_factory=collections.Counter)
     requests: list[dict[str, Any]] = field(default_factory=list)
     miscounts: int = 0
+    invented: int = 0  # testset drafts given an unsupported reference
     # (monotonic arrival time, fault or None) of every request, to check retry pacing.
     arrivals: list[tuple[float, str | None]] = field(default_factory=list)
 
@@ -100,6 +106,8 @@ def _drop_one(verdicts: dict[str, Any], section: str) -> bool:
 _KIND = re.compile(r"^Question kind: (\w+)$", re.M)
 _FENCE = re.compile(r"^Fence id: ([0-9a-f]+)\.", re.M)
 _STATEMENT = re.compile(r"^\((\d+)\) ", re.M)
+_ITEM_KIND = re.compile(r"^KIND (\w+):", re.M)
+INVENTED_REFERENCE = "It was first published by the Royal Geographic Society in Geneva in 1887."
 
 
 def _support_everything(verdicts: Any) -> None:
@@ -170,6 +178,45 @@ def _check(query: str, response: str, chunks: list[str]) -> list[dict[str, Any]]
     ]
 
 
+def _key_sentence(chunk: str) -> str:
+    """The chunk's sentence with the most content words (the first of equals)."""
+    found = [s for s in local.sentences(chunk) if len(s) <= 400] or [chunk[:300]]
+    return max(found, key=lambda s: len(local.content_words(s)))
+
+
+def _topic(sentence: str, n: int = 4) -> str:
+    words = [w for w in re.findall(r"[A-Za-z][A-Za-z-]{3,}", sentence) if local.content_words(w)]
+    picked = list(dict.fromkeys(w.lower() for w in words))[:n] or ["this"]
+    return ", ".join(picked[:-1]) + (" and " if len(picked) > 1 else "") + picked[-1]
+
+
+def write_item(user: str, chunks: list[str]) -> dict[str, Any]:
+    """A testset draft from the fenced chunks only; the kind is named outside the fences."""
+    outside = re.sub(r"^<<<([0-9a-f]+) .*?^\1>>>$", "", user, flags=re.S | re.M)
+    match = _ITEM_KIND.search(outside)
+    item_kind = match.group(1) if match else "single"
+    if item_kind == "unanswerable":
+        topic = _topic(_key_sentence(chunks[0]), 2)
+        return {
+            "question": f"Who first proposed {topic}, and in which year?",
+            "reference": "The documents do not give this information.",
+            "chunks": [],
+        }
+    if item_kind == "multi" and len(chunks) >= 2:
+        first, second = _key_sentence(chunks[0]), _key_sentence(chunks[1])
+        return {
+            "question": f"How do {_topic(first, 3)} relate to {_topic(second, 3)}?",
+            "reference": f"{first} {second}",
+            "chunks": [1, 2],
+        }
+    sentence = _key_sentence(chunks[0])
+    return {
+        "question": f"What do the docs say about {_topic(sentence)}?",
+        "reference": sentence,
+        "chunks": [1],
+    }
+
+
 def answer(user: str) -> dict[str, Any]:
     """The verdicts a careful model would give, computed from the fenced data only."""
     kind, blocks = fenced_blocks(user)
@@ -177,6 +224,8 @@ def answer(user: str) -> dict[str, Any]:
     numbered_chunks = _numbered(blocks, "CHUNK")
     chunks = list(numbered_chunks.values())
     query = named.get("QUERY", "")
+    if kind == "write_testset_item":
+        return write_item(user, chunks)
     if kind == "assess_interaction":
         # Both questions at once; the chunks arrive split into numbered statements.
         response = named["RESPONSE"]
@@ -239,12 +288,16 @@ class FakeLLMServer:
         miscount: float = 0.0,
         seed: int = 20251122,
         default_answer: str | None = None,
+        invent: float = 0.0,
     ) -> None:
         # Answers any prompt that is not a judge prompt (an app's own LLM calls in framework tests).
         self.default_answer = default_answer
         self.latency = latency
         self.hang_seconds = hang_seconds
         self.miscount = miscount
+        # Share of testset drafts given a reference no chunk supports (seeded like miscount).
+        self.invent = invent
+        self._invent_random = random.Random(seed + 1)
         self._random = random.Random(seed)
         # Sent as the Retry-After header of 429 answers when set (seconds).
         self.retry_after: float | None = None
@@ -338,6 +391,13 @@ class FakeLLMServer:
                 item["supported"] = "yes"  # not 0 or 1: the claim text stays, its verdict is invalid
         if self.lenient:
             _support_everything(verdicts)
+        if kind == "write_testset_item" and verdicts.get("chunks") and self.invent > 0:
+            with self._lock:
+                invents = self._invent_random.random() < self.invent
+            if invents:
+                verdicts["reference"] = INVENTED_REFERENCE
+                with self._lock:
+                    self.stats.invented += 1
         with self._lock:
             miscounts = self.miscount > 0 and self._random.random() < self.miscount
         section = "chunks" if kind != "check_claims" else "claims"
@@ -415,8 +475,9 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.0, help="seconds added to every response")
     parser.add_argument("--fault", choices=FAULTS, default=None, help="fail every request this way")
     parser.add_argument("--miscount", type=float, default=0.0, help="share of answers missing one item")
+    parser.add_argument("--invent", type=float, default=0.0, help="share of testset drafts made unsupported")
     args = parser.parse_args()
-    server = FakeLLMServer(args.port, args.latency, miscount=args.miscount)
+    server = FakeLLMServer(args.port, args.latency, miscount=args.miscount, invent=args.invent)
     server.fail_always(args.fault)
     print(f"fake LLM server on {server.api_base}", flush=True)
     with contextlib.suppress(KeyboardInterrupt):
