@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import Any, NamedTuple, Protocol
@@ -96,6 +97,9 @@ class SpanParts(NamedTuple):
     # RETRIEVER: the retrieval ran and returned no document (`chunks` is then empty too); an
     # empty retrieval is an interaction with no context, not a span without RAG content.
     empty: bool = False
+    # LLM: the system instructions (system prompts) the call was given: documents a generation
+    # step pastes into its prompt are found there.
+    instructions: str | None = None
 
     @property
     def is_complete(self) -> bool:
@@ -264,19 +268,45 @@ def final_text(response: str) -> str:
     return response
 
 
+# Roles frameworks use for the message model's three: smolagents' "tool-call" / "tool-response",
+# LangChain's "human" / "ai", Gemini's "model", OpenAI's legacy "function".
+_ROLES = {
+    "user": "user", "human": "user", "assistant": "assistant", "ai": "assistant", "model": "assistant",
+    "tool": "tool", "tool-response": "tool", "function": "tool", "ipython": "tool",
+    "tool-call": "tool-call",
+}  # fmt: skip
+_NEW_TASK = "New task:\n"  # smolagents opens each user task with it
+_FINAL_CALL = ("final_answer", "final_result")
+
+
 def conversation(messages: list[Message]) -> tuple[Message, ...] | None:
-    """The kept input conversation: None when it is only the question (a chain's prompt)."""
+    """The kept input conversation in the message model (user, assistant, tool): None when it is
+    only the question (a chain's prompt). A ReAct "Observation:" handed back as a user message is
+    a tool result; the result of a final-answer tool call is the assistant's answer."""
     if len(messages) < 2 and not any(m.role == "tool" for m in messages):
         return None
     cut = []
-    last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
+    last_user = max((i for i, m in enumerate(messages) if m.role in ("user", "human")), default=-1)
+    final_call = False
     for i, message in enumerate(messages):
-        if message.role != "tool" and i != last_user and len(message.content) > TURN_CHARS:
-            message = message._replace(content=message.content[:TURN_CHARS])
-        if message.role == "user" and message.content.startswith(_OBSERVATION):
+        role = _ROLES.get(message.role)
+        if role is None:
+            continue
+        content = message.content
+        if role == "tool-call":  # an assistant turn that only called tools, written as text
+            final_call = any(name in content for name in _FINAL_CALL)
+            continue
+        if role != "tool" and i != last_user and len(content) > TURN_CHARS:
+            content = content[:TURN_CHARS]
+        if role in ("user", "tool") and content.startswith(_OBSERVATION):
             # A ReAct observation: the tool's result, handed back as a user message.
-            message = Message("tool", message.content[len(_OBSERVATION) :].strip())
-        cut.append(message)
+            role, content = "tool", content[len(_OBSERVATION) :].strip()
+        elif role == "user" and content.startswith(_NEW_TASK):
+            content = content[len(_NEW_TASK) :]
+        if role == "tool" and final_call:
+            role = "assistant"
+        final_call = False
+        cut.append(Message(role, content, message.call_id))
     return tuple(cut)
 
 
@@ -351,11 +381,40 @@ def _document(item: Any, keys: Sequence[str]) -> Chunk | None:
     return chunk(content, doc_id, item.get("score", metadata.get("score")), picked(keys, metadata, item))
 
 
+# A header opening each document of a tool result that lists several in one text:
+# "Document 1:", "Document ID: x", "[1]", "Source 2:", "Result 3:", "Doc 4 -".
+_HEADER = re.compile(
+    r"^(?:(?:document|doc|source|result|passage|chunk|context)\s*(?:#?\d+|id\s*[:=][^\n]*)\s*[:.\-)]?|\[\d+\])",
+    re.IGNORECASE | re.MULTILINE,
+)
+_FIELD = re.compile(r"^\s*(?:content|text|page_content)\s*:\s*", re.IGNORECASE | re.MULTILINE)
+
+
+def text_documents(output: str) -> tuple[Chunk, ...]:
+    """The documents of a tool result that lists several in one text: one per header line
+    ("Document 1:", "Document ID: x" with a "Content:" field, "[1]"), else one per paragraph
+    (LangChain's retriever tool joins documents with blank lines), else the whole text."""
+    starts = [m.start() for m in _HEADER.finditer(output)]
+    if len(starts) >= 2 or (starts and starts[0] == 0 and len(starts) == 1 and _FIELD.search(output)):
+        found = []
+        for at, end in zip(starts, [*starts[1:], len(output)], strict=True):
+            block = output[at:end]
+            field_ = _FIELD.search(block)
+            body = block[field_.end() :] if field_ else _HEADER.sub("", block, count=1)
+            body = body.strip()
+            if body:
+                found.append(Chunk(body))
+        if found:
+            return tuple(found)
+    paragraphs = [p.strip() for p in output.split("\n\n") if p.strip()]
+    return tuple(Chunk(p) for p in paragraphs) if paragraphs else ()
+
+
 def tool_documents(output: str, keys: Sequence[str] = ()) -> tuple[Chunk, ...]:
     """A tool's output as the documents it returned: a JSON list of documents (or an object
-    holding one under `documents`, `results`, ...), else the whole text as one chunk; () when it
-    returned nothing. `keys`: the metadata keys to read (a document's `metadata`, else its own
-    fields)."""
+    holding one under `documents`, `results`, ...), else its text as documents: one per
+    header-delimited block or paragraph (`text_documents`); () when it returned nothing.
+    `keys`: the metadata keys to read (a document's `metadata`, else its own fields)."""
     text_ = output.strip()
     if not text_:
         return ()
@@ -369,4 +428,4 @@ def tool_documents(output: str, keys: Sequence[str] = ()) -> tuple[Chunk, ...]:
         chunks = [found for item in document if (found := _document(item, keys)) is not None]
         if len(chunks) == len(document):
             return tuple(chunks)
-    return (Chunk(text_),)
+    return text_documents(text_)

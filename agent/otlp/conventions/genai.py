@@ -214,7 +214,9 @@ class GenAI:
                 empty=empty,
             )
         if role is Role.TOOL:
-            failed = "error.type" in attributes or any(e.name == "exception" for e in span.events)
+            failed = (
+                span.failed or "error.type" in attributes or any(e.name == "exception" for e in span.events)
+            )
             result = _response_text(structured(attributes.get(TOOL_RESULT)))
             call_id = identity(attributes, "gen_ai.tool.call.id")
             return SpanParts(

@@ -29,35 +29,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
-from agent.model import Chunk, Turn, without_separators
-from agent.otlp.conventions import TURN_CHARS, Message, Role, SpanParts, final_text, tool_documents
-
-MAX_TURNS = 6  # earlier turns kept on an interaction (a turn: one user or assistant message)
-
-
-class Piece(Protocol):
-    span_id: str
-    parent_id: str | None
-    start: int
-    end: int
-    parts: SpanParts | None
-
-
-@dataclass(frozen=True, slots=True)
-class AgentContext:
-    """What an answer of an agent trace carries besides query, chunks and response."""
-
-    sub_queries: tuple[str, ...] = ()
-    earlier_turns: tuple[Turn, ...] = ()
-    searches: int = 0
-    empty_searches: int = 0
-    tool_errors: int = 0
+from agent.model import Chunk, without_separators
+from agent.otlp.conventions import Message, Role, SpanParts, final_text, tool_documents
+from agent.otlp.rules import AgentContext, Finding, earlier_turns, question_index
+from agent.otlp.trace_tree import Piece, TraceTree
 
 
 @dataclass(slots=True)
-class Source:
+class Search:
     """One search the agent ran: a TOOL span, or a retriever / reranker outside any tool."""
 
     piece: Piece
@@ -116,43 +96,6 @@ def dedupe(chunks: Iterable[Chunk]) -> tuple[Chunk, ...]:
     return tuple(out)
 
 
-class _Tree:
-    """Parent and child links of a trace's pieces, built once per assembly."""
-
-    def __init__(self, pieces: dict[str, Piece]) -> None:
-        self.pieces = pieces
-        self.children: dict[str, list[Piece]] = {}
-        for piece in pieces.values():
-            if piece.parent_id is not None:
-                self.children.setdefault(piece.parent_id, []).append(piece)
-
-    def ancestors(self, piece: Piece) -> list[Piece]:
-        chain: list[Piece] = []
-        seen = {piece.span_id}
-        parent = piece.parent_id
-        while parent is not None and parent not in seen:
-            ancestor = self.pieces.get(parent)
-            if ancestor is None:
-                break
-            seen.add(parent)
-            chain.append(ancestor)
-            parent = ancestor.parent_id
-        return chain
-
-    def descendants(self, piece: Piece) -> list[Piece]:
-        out: list[Piece] = []
-        stack = list(self.children.get(piece.span_id, ()))
-        seen = {piece.span_id}
-        while stack:
-            child = stack.pop()
-            if child.span_id in seen:
-                continue
-            seen.add(child.span_id)
-            out.append(child)
-            stack.extend(self.children.get(child.span_id, ()))
-        return out
-
-
 def _role(piece: Piece) -> Role | None:
     return piece.parts.role if piece.parts is not None else None
 
@@ -166,9 +109,9 @@ def _retrieved(retrievals: Sequence[Piece]) -> tuple[Chunk, ...]:
     return dedupe(c for r in sorted(retrievals, key=lambda r: r.end) for c in _parts(r).chunks or ())
 
 
-def sources(useful: Sequence[Piece], tree: _Tree) -> list[Source]:
+def searches(useful: Sequence[Piece], tree: TraceTree) -> list[Search]:
     """Every search of the trace, in the order they ended."""
-    found: list[Source] = []
+    found: list[Search] = []
     inside_tools: set[str] = set()
     for piece in useful:
         parts = _parts(piece)
@@ -181,7 +124,7 @@ def sources(useful: Sequence[Piece], tree: _Tree) -> list[Source]:
         retrievals = [d for d in inner if _role(d) in (Role.RETRIEVER, Role.RERANKER) and _parts(d).chunks]
         chunks = _retrieved(retrievals) if retrievals and not parts.failed else (parts.chunks or ())
         query = parts.query or next((_parts(r).query for r in retrievals if _parts(r).query), None)
-        found.append(Source(piece, chunks, query, parts.response, parts.failed, [piece, *inner]))
+        found.append(Search(piece, chunks, query, parts.response, parts.failed, [piece, *inner]))
     bare = [
         p
         for p in useful
@@ -195,7 +138,7 @@ def sources(useful: Sequence[Piece], tree: _Tree) -> list[Source]:
             _role(r) is Role.RERANKER and r.parent_id == piece.parent_id and r.end >= piece.end for r in bare
         ):
             continue  # reranked: the reranker's output is what went on
-        found.append(Source(piece, parts.chunks or (), parts.query, None, members=[piece]))
+        found.append(Search(piece, parts.chunks or (), parts.query, None, members=[piece]))
     found.sort(key=lambda s: (s.piece.end, s.piece.span_id))
     return found
 
@@ -210,10 +153,10 @@ class _Matcher:
     result's search is nearly always the first). Each search's normalised document texts are
     computed once."""
 
-    def __init__(self, found: Sequence[Source]) -> None:
-        self._by_id: dict[str, list[Source]] = {}
-        self._by_text: dict[str, list[Source]] = {}
-        self._by_first: dict[str, list[Source]] = {}  # by the text of its first document
+    def __init__(self, found: Sequence[Search]) -> None:
+        self._by_id: dict[str, list[Search]] = {}
+        self._by_text: dict[str, list[Search]] = {}
+        self._by_first: dict[str, list[Search]] = {}  # by the text of its first document
         self._texts: dict[str, tuple[str, ...]] = {}
         for source in found:
             call_id = _parts(source.piece).call_id
@@ -222,15 +165,15 @@ class _Matcher:
             if source.output:
                 self._by_text.setdefault(_normal(source.output), []).append(source)
             if source.chunks:
-                self._by_first.setdefault(self._normal_chunks(source)[0], []).append(source)
+                self._by_first.setdefault(self.normal_chunks(source)[0], []).append(source)
 
-    def _normal_chunks(self, source: Source) -> tuple[str, ...]:
+    def normal_chunks(self, source: Search) -> tuple[str, ...]:
         texts = self._texts.get(source.piece.span_id)
         if texts is None:
             texts = self._texts[source.piece.span_id] = tuple(_normal(c.content) for c in source.chunks)
         return texts
 
-    def match(self, message: Message, open_: dict[str, Source]) -> Source | None:
+    def match(self, message: Message, open_: dict[str, Search]) -> Search | None:
         """The first search of `open_` (searches not matched yet, keyed by span id, in the order
         they ended) that produced `message`, removed from `open_`; None when none did."""
         text = _normal(message.content)
@@ -247,128 +190,234 @@ class _Matcher:
         for paragraph in message.content.split("\n\n"):
             for source in self._by_first.get(_normal(paragraph), ()):
                 span_id = source.piece.span_id
-                if span_id in open_ and all(t in text for t in self._normal_chunks(source)):
+                if span_id in open_ and all(t in text for t in self.normal_chunks(source)):
                     return open_.pop(span_id)
         for span_id, source in open_.items():
-            if source.chunks and all(t in text for t in self._normal_chunks(source)):
+            if source.chunks and all(t in text for t in self.normal_chunks(source)):
+                return open_.pop(span_id)
+        # A failed search records no output: the result is its error, not documents.
+        for span_id, source in open_.items():
+            if source.failed and source.output is None:
                 return open_.pop(span_id)
         return None
-
-
-def _call_messages(call: Piece, wrappers: Sequence[Piece]) -> tuple[Message, ...] | None:
-    """The call's input conversation, from the call or the nearest model call wrapping it (the
-    innermost span of LlamaIndex's chat → complete records only a prompt)."""
-    for piece in (call, *wrappers):
-        messages = _parts(piece).messages
-        if messages is not None:
-            return messages
-    return None
-
-
-def _question_index(messages: Sequence[Message]) -> int:
-    return max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
-
-
-def earlier_turns(messages: Sequence[Message], question: int) -> tuple[Turn, ...]:
-    turns = [
-        Turn(m.role, without_separators(final_text(m.content)[:TURN_CHARS]))
-        for m in messages[: max(question, 0)]
-        if m.role in ("user", "assistant")
-    ]
-    return tuple(turns[-MAX_TURNS:])
-
-
-def history(messages: Sequence[Message] | None) -> tuple[Turn, ...]:
-    """The earlier turns of a call's input conversation (before its question)."""
-    return earlier_turns(messages, _question_index(messages)) if messages else ()
 
 
 def _asks(piece: Piece) -> bool:
     return piece.parts is not None and piece.parts.role is Role.CHAIN and bool(piece.parts.query)
 
 
-def agent_answers(pieces: dict[str, Piece], useful: Sequence[Piece]) -> list[Answer]:
+_FINAL_TOOLS = ("final_answer", "finalanswer", "final_result", "finalresult", "final answer")
+
+
+def _is_final_tool(piece: Piece) -> bool:
+    """A tool through which the agent gives its answer (smolagents' `final_answer`, PydanticAI's
+    `final_result` output tool): its argument is the answer, not a search."""
+    name = piece.name.lower()
+    return any(n in name for n in _FINAL_TOOLS)
+
+
+def _returned(call: Piece, ancestors: Sequence[Piece]) -> str | None:
+    """The text the trace returned to the user around a call: the outermost chain ancestor's output."""
+    for ancestor in reversed(ancestors):
+        if ancestor.role is Role.CHAIN and ancestor.parts is not None and ancestor.parts.response:
+            return ancestor.parts.response
+    return None
+
+
+def _matches(response: str, returned: str | None) -> bool:
+    if returned is None:
+        return False
+    text, whole = _normal(final_text(response)), _normal(returned)
+    return bool(text) and (text in whole or whole in text)
+
+
+def _turn_of(ancestors: Sequence[Piece]) -> str | None:
+    """The span a turn hangs under: the outermost chain ancestor (None: the trace)."""
+    return next((a.span_id for a in reversed(ancestors) if a.role is Role.CHAIN), None)
+
+
+def _question(piece: Piece, messages: Sequence[Message] | None) -> str | None:
+    if messages:
+        index = question_index(messages)
+        if index >= 0:
+            return messages[index].content
+    return _parts(piece).query
+
+
+def _inputs(call: Piece, messages: Sequence[Message] | None) -> list[tuple[str, Message | None]]:
+    """What the call was given, in order: its instructions, then its messages (or its prompt)."""
+    parts = _parts(call)
+    found: list[tuple[str, Message | None]] = []
+    if parts.instructions:
+        found.append((parts.instructions, None))
+    if messages:
+        found.extend((m.content, m) for m in messages)
+    elif parts.query:
+        found.append((parts.query, None))
+    return found
+
+
+def _contained(text: str, open_: dict[str, Search], texts: _Matcher) -> list[tuple[int, Search, Chunk]]:
+    """The documents of the open searches whose text the input contains, with their positions;
+    the searches found are removed from `open_`."""
+    whole = _normal(text)
+    hits: list[tuple[int, Search, Chunk]] = []
+    for span_id, search in list(open_.items()):
+        found = False
+        for chunk, normal in zip(search.chunks, texts.normal_chunks(search), strict=True):
+            at = whole.find(normal) if normal else -1
+            if at >= 0:
+                hits.append((at, search, chunk))
+                found = True
+        if found:
+            del open_[span_id]
+    hits.sort(key=lambda hit: hit[0])
+    return hits
+
+
+@dataclass(slots=True)
+class _Candidate:
+    call: Piece
+    response: str
+    turn: str | None
+    question: str | None
+    final_tool: Piece | None = None
+
+
+def agent_answers(tree: TraceTree) -> list[Answer]:
     """The answers of an agent trace, in the order they started (see the module doc)."""
-    tree = _Tree(pieces)
+    useful = tree.useful
     llm = [p for p in useful if _role(p) is Role.LLM]
     llm_ids = {p.span_id for p in llm}
-    lineage = {p.span_id: tree.ancestors(p) for p in llm}
-    wrappers = {a.span_id for chain in lineage.values() for a in chain if a.span_id in llm_ids}
+    wrappers = tree.wrapped_calls(llm)
     calls = sorted(
-        (
-            p
-            for p in llm
-            if p.span_id not in wrappers and not any(_role(a) is Role.TOOL for a in lineage[p.span_id])
-        ),
+        (p for p in llm if p.span_id not in wrappers and not tree.inside(p, Role.TOOL)),
         key=lambda p: (p.start, p.span_id),
     )
-    found = sources(useful, tree)
+    final_tools = [p for p in useful if _role(p) is Role.TOOL and _is_final_tool(p)]
+    final_ids = {p.span_id for p in final_tools}
+    found = [s for s in searches(useful, tree) if s.piece.span_id not in final_ids]
     tool_starts = sorted(s.piece.start for s in found if _role(s.piece) is Role.TOOL)
     matcher = _Matcher(found)
-    answers: list[Answer] = []
-    turn_start = -1  # the end of the previous answer: searches after it belong to the next
+    messages_of = {c.span_id: tree.given(c) for c in calls}
+
+    # The answer candidates: model calls returning text and calling no tool, not followed by a
+    # tool run (a ReAct step), and the model calls whose reply called a final-answer tool.
+    candidates: list[_Candidate] = []
     for index, call in enumerate(calls):
         parts = _parts(call)
+        ancestors = tree.ancestors(call)
+        following = next((c.start for c in calls[index + 1 :] if c.start >= call.end), None)
+        final = next(
+            (f for f in final_tools if f.start >= call.end and (following is None or f.start < following)),
+            None,
+        )
+        if final is not None:
+            response = _parts(final).query or _returned(call, ancestors) or _parts(final).response
+            if response:
+                candidates.append(
+                    _Candidate(
+                        call, response, _turn_of(ancestors), _question(call, messages_of[call.span_id]), final
+                    )
+                )
+            continue
         if parts.response is None or parts.calls_tools:
             continue  # a turn that only calls tools
-        following = next((c.start for c in calls[index + 1 :] if c.start >= call.end), None)
         if any(call.end <= t and (following is None or t < following) for t in tool_starts):
             continue  # a step whose text is followed by a tool run (ReAct)
-        ancestors = lineage[call.span_id]
+        candidates.append(
+            _Candidate(call, parts.response, _turn_of(ancestors), _question(call, messages_of[call.span_id]))
+        )
+    # A planning step: a text reply followed, in the same turn and for the same question, by
+    # another model call (a separate generation step); the trace's returned text decides when known.
+    answering: list[_Candidate] = []
+    for index, candidate in enumerate(candidates):
+        later = [
+            c
+            for c in candidates[index + 1 :]
+            if c.turn == candidate.turn
+            and c.call.start >= candidate.call.end
+            and (c.question is None or candidate.question is None or c.question == candidate.question)
+        ]
+        if later:
+            returned = _returned(candidate.call, tree.ancestors(candidate.call))
+            if not _matches(candidate.response, returned) or any(
+                _matches(c.response, returned) for c in later
+            ):
+                continue
+        answering.append(candidate)
+
+    answers: list[Answer] = []
+    turn_start = -1  # the end of the previous answer: searches after it belong to the next
+    first_question: dict[str | None, str] = {}
+    for call in calls:
+        question_text = _question(call, messages_of[call.span_id])
+        turn = _turn_of(tree.ancestors(call))
+        if question_text and turn not in first_question:
+            first_question[turn] = question_text
+    for candidate in answering:
+        call = candidate.call
+        parts = _parts(call)
+        ancestors = tree.ancestors(call)
         call_wrappers = [a for a in ancestors if a.span_id in llm_ids]
-        messages = _call_messages(call, call_wrappers)
+        messages = messages_of[call.span_id]
         before = [s for s in found if s.piece.end <= call.start] or [
             s for s in found if s.piece.end <= call.end
         ]
-        turn = [s for s in before if s.piece.end > turn_start]
+        in_turn = [s for s in before if s.piece.end > turn_start]
         chunks: list[Chunk] = []
-        taken: list[Source] = []
-        taken_ids: set[str] = set()
-        question = -1
-        if messages:
-            question = _question_index(messages)
-            open_ = {s.piece.span_id: s for s in before}
-            for message in messages:
-                if message.role != "tool":
+        taken: dict[str, Search] = {}  # by span id, in the order taken
+        open_ = {s.piece.span_id: s for s in before}
+        for text, message in _inputs(call, messages):
+            if message is not None and message.role == "tool":
+                matched = matcher.match(message, open_)
+                if matched is not None:
+                    taken.setdefault(matched.piece.span_id, matched)
+                    chunks.extend(matched.chunks)
                     continue
-                source = matcher.match(message, open_)
-                if source is None:
-                    chunks.extend(tool_documents(message.content))
-                    continue
-                taken.append(source)
-                taken_ids.add(source.piece.span_id)
-                chunks.extend(source.chunks)
-        for source in turn:
-            if source.piece.span_id not in taken_ids:
-                taken.append(source)
-                taken_ids.add(source.piece.span_id)
-                chunks.extend(source.chunks)
+            hits = _contained(text, open_, matcher) if open_ else []
+            for _, hit, chunk in hits:
+                taken.setdefault(hit.piece.span_id, hit)
+                chunks.append(chunk)
+            if not hits and message is not None and message.role == "tool":
+                chunks.extend(tool_documents(message.content))
+        for unseen in in_turn:
+            if unseen.piece.span_id not in taken:
+                taken[unseen.piece.span_id] = unseen
+                chunks.extend(unseen.chunks)
         context = dedupe(chunks)
         if not context:
             continue
         query_source = next((a for a in reversed(ancestors) if _asks(a)), None)
         query = query_source.parts.query if query_source and query_source.parts else None
+        question = question_index(messages) if messages else -1
         if not query and messages and question >= 0:
             query = messages[question].content
-        query = query or parts.query
+        # Server-side conversation state (the Responses API): later calls of a turn are sent
+        # neither the earlier turns nor the question; the turn's first model call was.
+        query = query or parts.query or first_question.get(candidate.turn)
         if not query:
             continue
         turn_start = call.end
+        given = list(taken.values())
+        used = [m for s in given for m in s.members] + call_wrappers
+        if candidate.final_tool is not None:
+            used.append(candidate.final_tool)
         answers.append(
             Answer(
                 call=call,
                 query=without_separators(query),
                 query_source=query_source,
                 chunks=context,
-                response=final_text(parts.response),
+                response=final_text(candidate.response),
                 context=AgentContext(
-                    sub_queries=tuple(s.query for s in taken if s.query),
+                    sub_queries=tuple(s.query for s in given if s.query),
                     earlier_turns=earlier_turns(messages, question) if messages else (),
-                    searches=len(taken),
-                    empty_searches=sum(1 for s in taken if not s.chunks and not s.failed),
-                    tool_errors=sum(1 for s in taken if s.failed),
+                    searches=len(given),
+                    empty_searches=sum(1 for s in given if not s.chunks and not s.failed),
+                    tool_errors=sum(1 for s in given if s.failed),
                 ),
-                used=tuple(m for s in taken for m in s.members) + tuple(call_wrappers),
+                used=tuple(used),
             )
         )
     return answers
@@ -377,28 +426,24 @@ def agent_answers(pieces: dict[str, Piece], useful: Sequence[Piece]) -> list[Ans
 def _plain(parts: SpanParts) -> bool:
     """A tool output that is one text, not a list of documents (a search that states its
     documents, as the minimal layout's, has no output text)."""
-    return (
-        not parts.failed
-        and parts.response is not None
-        and len(parts.chunks or ()) == 1
-        and parts.chunks[0].id is None  # type: ignore[index]
-    )
+    return not parts.failed and parts.response is not None and all(c.id is None for c in parts.chunks or ())
 
 
-def settled(pieces: dict[str, Piece], useful: Sequence[Piece]) -> bool:
+def settled(tree: TraceTree) -> bool:
     """Whether an agent trace whose root has arrived can be assembled now: no span is missing
     between a piece and the root, every tool result the answering calls were given in their turn
     has its search span, and the trace holds as many searches as its answers say they were given.
     A trace that never settles is assembled when its wait runs out."""
-    for piece in pieces.values():
-        if piece.parent_id is not None and piece.parent_id not in pieces:
-            return False
-    tree = _Tree(pieces)
-    found = sources(useful, tree)
+    if not tree.complete():
+        return False
+    useful = tree.useful
+    found = searches(useful, tree)
     if sum(_parts(p).searches or 0 for p in useful) > len(found):
         return False  # answers that say how many searches they were given wait for them all
     for source in found:
         parts = _parts(source.piece)
+        if _is_final_tool(source.piece):
+            continue
         if parts.role is Role.TOOL and len(source.members) == 1 and _plain(parts):
             # Its documents may be in a retriever span inside it that is still on its way (a
             # LangChain retriever tool joins them into one text): wait for the bounded wait.
@@ -409,9 +454,35 @@ def settled(pieces: dict[str, Piece], useful: Sequence[Piece]) -> bool:
         if parts.role is not Role.LLM or not parts.messages or parts.calls_tools:
             continue
         messages = parts.messages
-        question = _question_index(messages)
+        question = question_index(messages)
         open_ = {s.piece.span_id: s for s in found}
         for message in messages[question + 1 :]:
             if message.role == "tool" and matcher.match(message, open_) is None:
                 return False
     return True
+
+
+def agent_findings(tree: TraceTree) -> tuple[list[Finding], set[str]]:
+    """One finding per answer of an agent trace, and the span ids they were made of."""
+    findings: list[Finding] = []
+    used: set[str] = set()
+    for answer in agent_answers(tree):
+        call = answer.call
+        ancestors = tree.ancestors(call)
+        used.add(call.span_id)
+        used.update(p.span_id for p in answer.used)
+        if answer.query_source is not None:
+            used.add(answer.query_source.span_id)
+        findings.append(
+            Finding(
+                anchor=call,
+                ancestors=tuple(ancestors),
+                query=answer.query,
+                chunks=answer.chunks,
+                response=answer.response,
+                parts=tuple(p.parts for p in (call, *answer.used, *ancestors) if p.parts is not None),
+                related=(call, *ancestors),
+                agent=answer.context,
+            )
+        )
+    return findings, used
