@@ -31,7 +31,8 @@ KNOWN_PREFIXES = (
     "gen_ai.prompt.", "gen_ai.completion.", "db.query.text", "db.statement",
     # OpenTelemetry GenAI
     "gen_ai.operation.name", "gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.retrieval.",
-    "gen_ai.conversation.id", "gen_ai.tool.", "tool.name", "tool_call.id", "error.type",
+    "gen_ai.conversation.id", "gen_ai.tool.",
+    "gen_ai.system_instructions", "tool.name", "tool_call.id", "error.type",
     # the minimal layout, and the default route attribute
     "ragpulse.", "http.route",
     # human labels: OpenInference annotations / evaluations (agent/trust/labels.py)
@@ -410,6 +411,10 @@ def text_documents(output: str) -> tuple[Chunk, ...]:
     return tuple(Chunk(p) for p in paragraphs) if paragraphs else ()
 
 
+def _text_block(item: Any) -> bool:
+    return isinstance(item, Mapping) and isinstance(item.get("text"), str) and set(item) <= {"type", "text"}
+
+
 def tool_documents(output: str, keys: Sequence[str] = ()) -> tuple[Chunk, ...]:
     """A tool's output as the documents it returned: a JSON list of documents (or an object
     holding one under `documents`, `results`, ...), else its text as documents: one per
@@ -422,6 +427,9 @@ def tool_documents(output: str, keys: Sequence[str] = ()) -> tuple[Chunk, ...]:
     if isinstance(document, Mapping):
         lists = [document[k] for k in _DOCUMENT_LISTS if isinstance(document.get(k), list)]
         document = lists[0] if lists else None
+    if isinstance(document, list) and document and all(_text_block(item) for item in document):
+        # Content blocks ([{"type": "text", "text"}]): one text, not a list of documents.
+        return text_documents("\n".join(item["text"] for item in document))
     if isinstance(document, list):
         if not document:
             return ()

@@ -437,6 +437,15 @@ def settled(tree: TraceTree) -> bool:
     if not tree.complete():
         return False
     useful = tree.useful
+    # The text the trace returned must have come from a call or final-answer tool that is in.
+    for root in useful:
+        returned = _parts(root).response if root.parent_id is None and root.role is Role.CHAIN else None
+        if returned and not any(
+            (p.role is Role.LLM and _parts(p).response and _matches(_parts(p).response or "", returned))
+            or (p.role is Role.TOOL and _is_final_tool(p) and _matches(_parts(p).query or "", returned))
+            for p in useful
+        ):
+            return False
     found = searches(useful, tree)
     if sum(_parts(p).searches or 0 for p in useful) > len(found):
         return False  # answers that say how many searches they were given wait for them all
