@@ -215,7 +215,13 @@ class TraceAssembler:
             parts = self._extract(span)
             if parts is not None and not parts.is_useful:
                 # Only a link; an agent root may still name the conversation.
-                parts = SpanParts(_LINK, session_id=parts.session_id) if parts.session_id else None
+                # An agent's outer span may say only what it returned: the answer's evidence.
+                returned = parts.response if parts.role is Role.CHAIN else None
+                parts = (
+                    SpanParts(_LINK, session_id=parts.session_id, response=returned)
+                    if parts.session_id or returned
+                    else None
+                )
             batch.setdefault(span.trace_id, []).append((span, parts))
         now = self._clock()
         touched = []
@@ -317,10 +323,10 @@ class TraceAssembler:
             if span.span_id in trace.items:
                 out.skipped[DUPLICATE] += 1
                 continue
-            session_id = None
+            session_id = returned = None
             if parts is not None and parts.role is _LINK:
-                session_id, parts = parts.session_id, None
-            size = PIECE_OVERHEAD_BYTES + _text_size(span.name)
+                session_id, returned, parts = parts.session_id, parts.response, None
+            size = PIECE_OVERHEAD_BYTES + _text_size(span.name) + _text_size(returned)
             if parts is None:
                 out.skipped[NOT_RAG] += 1  # accounted now; kept (if room) only as a link
             else:
@@ -336,6 +342,7 @@ class TraceAssembler:
                 parts=parts,
                 captured=self._captured(span),
                 session_id=session_id,
+                returned=returned,
             )
             if piece.route:
                 size += _text_size(piece.route)

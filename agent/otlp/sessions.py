@@ -4,8 +4,10 @@ Many frameworks make each turn of a conversation its own trace and name the conv
 session id (`session.id`, `gen_ai.conversation.id`, a framework's thread id). A follow-up's model
 call usually carries the earlier turns in its messages; when it does not (the Responses API with
 `previous_response_id` keeps them on the server), the judge still needs them to read "and how
-much does it cost?". `Sessions` remembers the last turns of each session it saw and hands them to
-the next interaction of that session that carries none of its own.
+much does it cost?". `Sessions` remembers the last turns of each session it saw (each turn's
+question and answer as assembled) and hands them to the next interaction of that session; they
+replace the turns read from the call's messages when they cover as many (the messages hold the
+question inside a framework's prompt template).
 
 Bounded: at most `max_sessions` sessions (least recently used evicted), each forgotten after
 `ttl_seconds` without a turn, at most `max_turns` turns per session (a turn: one user or assistant
@@ -61,7 +63,10 @@ class Sessions:
             return interaction
         self._expire(now)
         session = self._sessions.pop(session_id, None) or _Session(now)
-        if not interaction.earlier_turns and session.turns:
+        # The session's turns as assembled (the question and answer of each) read better than
+        # the call's raw messages (a framework's prompt template around the question), when they
+        # cover as many turns.
+        if session.turns and len(session.turns) >= len(interaction.earlier_turns):
             interaction = dataclasses.replace(interaction, earlier_turns=tuple(session.turns))
         session.seen = now
         turns = list(interaction.earlier_turns) if interaction.earlier_turns else session.turns

@@ -30,6 +30,14 @@ class Piece:
     parts: SpanParts | None  # None: a span kept only to link its children to their ancestors
     captured: Mapping[str, AttributeValue] | None = None  # attributes sampling rules look at
     session_id: str | None = None  # a link's conversation id (an agent root that says nothing else)
+    returned: str | None = None  # a link's output: what an outer step returned (no input of its own)
+
+    @property
+    def output(self) -> str | None:
+        """What an outer step (a chain or agent span) returned, whether it is a piece or a link."""
+        if self.parts is not None:
+            return self.parts.response if self.parts.role is Role.CHAIN else None
+        return self.returned
 
     @property
     def role(self) -> Role | None:

@@ -262,10 +262,18 @@ _DOCUMENT_TEXT = ("content", "text", "page_content", "document", "chunk", "snipp
 _DOCUMENT_LISTS = ("documents", "results", "hits", "chunks", "data", "items")
 
 
+_DSPY_ANSWER = re.compile(r"\[\[ ## (?:answer|response|output) ## \]\]\n(.*?)(?:\n\n\[\[ ## |\Z)", re.DOTALL)
+
+
 def final_text(response: str) -> str:
-    """A ReAct step's text without its reasoning: what follows its last "Answer:" line."""
+    """A ReAct step's text without its reasoning: what follows its last "Answer:" line (DSPy's
+    adapters: the `[[ ## answer ## ]]` field)."""
     if response.startswith("Thought:") and _REACT_ANSWER in response:
         return response.rsplit(_REACT_ANSWER, 1)[1].strip()
+    if response.startswith("[[ ## "):
+        found = _DSPY_ANSWER.search(response)
+        if found:
+            return found.group(1).strip()
     return response
 
 
@@ -426,6 +434,13 @@ def tool_documents(output: str, keys: Sequence[str] = ()) -> tuple[Chunk, ...]:
     document = parse_json(text_) if text_[:1] in ("[", "{") else None
     if isinstance(document, Mapping):
         lists = [document[k] for k in _DOCUMENT_LISTS if isinstance(document.get(k), list)]
+        if not lists and len(document) == 1:
+            # A function's return value wrapped in an object ({"result": "..."}, Google ADK).
+            (inner,) = document.values()
+            if isinstance(inner, str):
+                return text_documents(inner.strip()) if inner.strip() else ()
+            if isinstance(inner, list):
+                lists = [inner]
         document = lists[0] if lists else None
     if isinstance(document, list) and document and all(_text_block(item) for item in document):
         # Content blocks ([{"type": "text", "text"}]): one text, not a list of documents.

@@ -378,6 +378,16 @@ class GenAI:
             )
         inputs = structured(attributes.get(INPUT_MESSAGES))
         outputs = structured(attributes.get(OUTPUT_MESSAGES))
+        system = attributes.get("gen_ai.system_instructions")
+        if inputs is None and outputs is None:
+            # The same attributes on the `gen_ai.client.inference.operation.details` event.
+            # (Strands writes one event per attribute.)
+            for event in span.events:
+                if event.name == _DETAILS_EVENT:
+                    details = event.attributes
+                    inputs = structured(details.get(INPUT_MESSAGES)) if inputs is None else inputs
+                    outputs = structured(details.get(OUTPUT_MESSAGES)) if outputs is None else outputs
+                    system = details.get("gen_ai.system_instructions") if system is None else system
         query = last_text(inputs, "user")
         response = last_text(outputs, None)
         if (query is None or response is None) and span.events:
@@ -385,7 +395,7 @@ class GenAI:
             query = query or event_query
             response = response if response is not None else event_response
         messages = conversation_of(inputs)
-        instructions = _instructions(attributes.get("gen_ai.system_instructions"), inputs)
+        instructions = _instructions(system, inputs)
         tools_called = calls_tools(outputs)
         if inputs is None and outputs is None:
             events = _events(span)

@@ -216,11 +216,17 @@ def _is_final_tool(piece: Piece) -> bool:
     return any(n in name for n in _FINAL_TOOLS)
 
 
+def _is_control_tool(piece: Piece) -> bool:
+    """A tool that only ends the loop (DSPy ReAct's `finish`): neither a search nor the answer."""
+    name = piece.name.lower()
+    return name == "finish" or name.startswith(("finish.", "finish "))
+
+
 def _returned(call: Piece, ancestors: Sequence[Piece]) -> str | None:
     """The text the trace returned to the user around a call: the outermost chain ancestor's output."""
     for ancestor in reversed(ancestors):
-        if ancestor.role is Role.CHAIN and ancestor.parts is not None and ancestor.parts.response:
-            return ancestor.parts.response
+        if ancestor.output:
+            return ancestor.output
     return None
 
 
@@ -233,7 +239,7 @@ def _matches(response: str, returned: str | None) -> bool:
 
 def _turn_of(ancestors: Sequence[Piece]) -> str | None:
     """The span a turn hangs under: the outermost chain ancestor (None: the trace)."""
-    return next((a.span_id for a in reversed(ancestors) if a.role is Role.CHAIN), None)
+    return next((a.span_id for a in reversed(ancestors) if a.role is Role.CHAIN or a.returned), None)
 
 
 def _question(piece: Piece, messages: Sequence[Message] | None) -> str | None:
@@ -295,7 +301,9 @@ def agent_answers(tree: TraceTree) -> list[Answer]:
         key=lambda p: (p.start, p.span_id),
     )
     final_tools = [p for p in useful if _role(p) is Role.TOOL and _is_final_tool(p)]
-    final_ids = {p.span_id for p in final_tools}
+    final_ids = {p.span_id for p in final_tools} | {
+        p.span_id for p in useful if _role(p) is Role.TOOL and _is_control_tool(p)
+    }
     found = [s for s in searches(useful, tree) if s.piece.span_id not in final_ids]
     tool_starts = sorted(s.piece.start for s in found if _role(s.piece) is Role.TOOL)
     matcher = _Matcher(found)
@@ -335,16 +343,17 @@ def agent_answers(tree: TraceTree) -> list[Answer]:
         later = [
             c
             for c in candidates[index + 1 :]
-            if c.turn == candidate.turn
-            and c.call.start >= candidate.call.end
-            and (c.question is None or candidate.question is None or c.question == candidate.question)
+            if c.turn == candidate.turn and c.call.start >= candidate.call.end
         ]
-        if later:
-            returned = _returned(candidate.call, tree.ancestors(candidate.call))
-            if not _matches(candidate.response, returned) or any(
-                _matches(c.response, returned) for c in later
-            ):
-                continue
+        returned = _returned(candidate.call, tree.ancestors(candidate.call)) if later else None
+        if returned is not None and any(_matches(c.response, returned) for c in later):
+            if not _matches(candidate.response, returned):
+                continue  # the trace returned a later call's text: this one was a step
+        elif any(
+            c.question is None or candidate.question is None or c.question == candidate.question
+            for c in later
+        ):
+            continue  # the same question answered again later: this one was a step
         answering.append(candidate)
 
     answers: list[Answer] = []
@@ -438,8 +447,8 @@ def settled(tree: TraceTree) -> bool:
         return False
     useful = tree.useful
     # The text the trace returned must have come from a call or final-answer tool that is in.
-    for root in useful:
-        returned = _parts(root).response if root.parent_id is None and root.role is Role.CHAIN else None
+    for root in tree.pieces.values():
+        returned = root.output if root.parent_id is None else None
         if returned and not any(
             (p.role is Role.LLM and _parts(p).response and _matches(_parts(p).response or "", returned))
             or (p.role is Role.TOOL and _is_final_tool(p) and _matches(_parts(p).query or "", returned))
@@ -451,7 +460,7 @@ def settled(tree: TraceTree) -> bool:
         return False  # answers that say how many searches they were given wait for them all
     for source in found:
         parts = _parts(source.piece)
-        if _is_final_tool(source.piece):
+        if _is_final_tool(source.piece) or _is_control_tool(source.piece):
             continue
         if parts.role is Role.TOOL and len(source.members) == 1 and _plain(parts):
             # Its documents may be in a retriever span inside it that is still on its way (a
