@@ -284,6 +284,8 @@ _ROLES = {
     "tool": "tool", "tool-response": "tool", "function": "tool", "ipython": "tool",
     "tool-call": "tool-call",
 }  # fmt: skip
+_EMBEDDED = "\nObservation:"
+_OBSERVATIONS = re.compile(r"\nObservation:(.*?)(?=\n\s*Thought:|\Z)", re.DOTALL)
 _NEW_TASK = "New task:\n"  # smolagents opens each user task with it
 _FINAL_CALL = ("final_answer", "final_result")
 
@@ -316,6 +318,12 @@ def conversation(messages: list[Message]) -> tuple[Message, ...] | None:
             role = "assistant"
         final_call = False
         cut.append(Message(role, content, message.call_id))
+        if role == "assistant" and _EMBEDDED in message.content:
+            # A ReAct scratchpad kept as one assistant message (LlamaIndex's ReActAgent memory):
+            # its observations were tool results.
+            cut.extend(
+                Message("tool", o.strip()) for o in _OBSERVATIONS.findall(message.content) if o.strip()
+            )
     return tuple(cut)
 
 

@@ -338,6 +338,21 @@ def agent_answers(tree: TraceTree) -> list[Answer]:
         )
     # A planning step: a text reply followed, in the same turn and for the same question, by
     # another model call (a separate generation step); the trace's returned text decides when known.
+    # An agent span that returned text while no model call under it says what it returned (the
+    # model calls recorded no content): the agent span is the answer's anchor.
+    turns_answered = {c.turn for c in candidates}
+    for outer in useful:
+        outer_parts = _parts(outer)
+        if (
+            outer.role is Role.CHAIN
+            and outer_parts.query
+            and outer_parts.response
+            and outer.span_id not in turns_answered
+            and not tree.inside(outer, Role.CHAIN)
+            and any(s.piece.start >= outer.start and s.piece.end <= outer.end for s in found)
+        ):
+            candidates.append(_Candidate(outer, outer_parts.response, outer.span_id, outer_parts.query))
+    candidates.sort(key=lambda c: (c.call.start, c.call.span_id))
     answering: list[_Candidate] = []
     for index, candidate in enumerate(candidates):
         later = [
@@ -369,7 +384,7 @@ def agent_answers(tree: TraceTree) -> list[Answer]:
         parts = _parts(call)
         ancestors = tree.ancestors(call)
         call_wrappers = [a for a in ancestors if a.span_id in llm_ids]
-        messages = messages_of[call.span_id]
+        messages = messages_of.get(call.span_id)
         before = [s for s in found if s.piece.end <= call.start] or [
             s for s in found if s.piece.end <= call.end
         ]
