@@ -29,6 +29,21 @@ STACKS = (
 )
 
 
+# Stacks not read right yet, and why (docs/intake.md, "Conformance corpus"). Strict: a stack that
+# starts passing must leave this list.
+KNOWN_GAPS = {
+    "genai-openai-v2-events": "messages are OTLP log records; ragpulse takes traces only",
+    "semantic-kernel": "the follow-up's earlier documents reached the model only in log records",
+    "crewai": "no session id and no earlier messages on the follow-up's spans",
+    "smolagents-codeagent": "earlier turns' documents printed inside code execution logs",
+    "llamaindex-agentworkflow": "a hand-off reply between agents is taken for the answer",
+    "google-adk-openinference": "not investigated yet",
+    "google-adk-schema1": "gcp.vertex.agent.* attributes are not read",
+    "haystack-agent": "not investigated yet",
+    "haystack-agent-native": "haystack.* native tags are not read",
+}
+
+
 def _replay(stack: str) -> list[RagInteraction]:
     intake = assembler(clock=Clock())
     interactions: list[RagInteraction] = []
@@ -52,7 +67,11 @@ def _expected_query(answer: dict[str, Any]) -> str:
 
 @pytest.mark.skipif(not STACKS, reason="no agent corpus under tests/fixtures/agents")
 @pytest.mark.parametrize("stack", STACKS or ["none"])
-def test_every_answer_of_the_stack_is_one_interaction_with_its_exact_context(stack: str) -> None:
+def test_every_answer_of_the_stack_is_one_interaction_with_its_exact_context(
+    stack: str, request: pytest.FixtureRequest
+) -> None:
+    if stack in KNOWN_GAPS:
+        request.applymarker(pytest.mark.xfail(reason=KNOWN_GAPS[stack], strict=True))
     expected = json.loads((CORPUS / stack / "expected.json").read_text())["answers"]
     found = _replay(stack)
 
