@@ -484,7 +484,7 @@ def settled(tree: TraceTree) -> bool:
     matcher = _Matcher(found)
     for piece in useful:
         parts = _parts(piece)
-        if parts.role is not Role.LLM or not parts.messages or parts.calls_tools:
+        if parts.role is not Role.LLM or not parts.messages:
             continue
         messages = parts.messages
         question = question_index(messages)
