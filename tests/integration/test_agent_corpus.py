@@ -36,7 +36,7 @@ KNOWN_GAPS = {
     "semantic-kernel": "the follow-up's earlier documents reached the model only in log records",
     "crewai": "no session id and no earlier messages on the follow-up's spans",
     "smolagents-codeagent": "earlier turns' documents printed inside code execution logs",
-    "llamaindex-agentworkflow": "a hand-off reply between agents is taken for the answer",
+    "llamaindex-agentworkflow": "the follow-up reads the earlier turn's hand-off result as a document",
     "google-adk-openinference": "not investigated yet",
     "google-adk-schema1": "gcp.vertex.agent.* attributes are not read",
     "haystack-agent": "not investigated yet",

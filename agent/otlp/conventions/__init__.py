@@ -101,6 +101,8 @@ class SpanParts(NamedTuple):
     # LLM: the system instructions (system prompts) the call was given: documents a generation
     # step pastes into its prompt are found there.
     instructions: str | None = None
+    # TOOL: the tool's name, when the span states it (a final-answer or hand-off tool is no search).
+    tool_name: str | None = None
 
     @property
     def is_complete(self) -> bool:

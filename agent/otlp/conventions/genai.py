@@ -375,6 +375,7 @@ class GenAI:
                 user_id=user_id,
                 failed=failed,
                 call_id=call_id,
+                tool_name=identity(attributes, "gen_ai.tool.name"),
             )
         inputs = structured(attributes.get(INPUT_MESSAGES))
         outputs = structured(attributes.get(OUTPUT_MESSAGES))

@@ -280,6 +280,7 @@ class OpenInference:
                 user_id=user_id,
                 failed=failed,
                 call_id=call_id or (tool_call_id if isinstance(tool_call_id, str) else None),
+                tool_name=identity(attributes, "tool.name"),
             )
         if role is Role.RERANKER:
             query = attributes.get("reranker.query")

@@ -212,14 +212,23 @@ _FINAL_TOOLS = ("final_answer", "finalanswer", "final_result", "finalresult", "f
 def _is_final_tool(piece: Piece) -> bool:
     """A tool through which the agent gives its answer (smolagents' `final_answer`, PydanticAI's
     `final_result` output tool): its argument is the answer, not a search."""
-    name = piece.name.lower()
+    name = (_tool_name(piece) or piece.name).lower()
     return any(n in name for n in _FINAL_TOOLS)
 
 
+def _tool_name(piece: Piece) -> str | None:
+    return piece.parts.tool_name if piece.parts is not None else None
+
+
+_CONTROL_TOOLS = ("finish", "handoff")
+
+
 def _is_control_tool(piece: Piece) -> bool:
-    """A tool that only ends the loop (DSPy ReAct's `finish`): neither a search nor the answer."""
-    name = piece.name.lower()
-    return name == "finish" or name.startswith(("finish.", "finish "))
+    """A tool that only steers the loop (DSPy ReAct's `finish`, a hand-off to another agent:
+    LlamaIndex's `handoff`, the OpenAI Agents SDK's `transfer_to_<agent>`): neither a search nor
+    the answer."""
+    name = (_tool_name(piece) or piece.name).lower()
+    return name in _CONTROL_TOOLS or name.startswith(("finish.", "finish ", "transfer_to_"))
 
 
 def _returned(call: Piece, ancestors: Sequence[Piece]) -> str | None:
@@ -304,7 +313,10 @@ def agent_answers(tree: TraceTree) -> list[Answer]:
     final_ids = {p.span_id for p in final_tools} | {
         p.span_id for p in useful if _role(p) is Role.TOOL and _is_control_tool(p)
     }
-    found = [s for s in searches(useful, tree) if s.piece.span_id not in final_ids]
+    every = searches(useful, tree)
+    found = [s for s in every if s.piece.span_id not in final_ids]
+    steering = _Matcher([s for s in every if s.piece.span_id in final_ids])  # their results are no documents
+    steers = {s.piece.span_id: s for s in every if s.piece.span_id in final_ids}
     tool_starts = sorted(s.piece.start for s in found if _role(s.piece) is Role.TOOL)
     matcher = _Matcher(found)
     messages_of = {c.span_id: tree.given(c) for c in calls}
@@ -399,6 +411,8 @@ def agent_answers(tree: TraceTree) -> list[Answer]:
                     taken.setdefault(matched.piece.span_id, matched)
                     chunks.extend(matched.chunks)
                     continue
+                if steers and steering.match(message, dict(steers)) is not None:
+                    continue  # a hand-off's or a loop control's result
             hits = _contained(text, open_, matcher) if open_ else []
             for _, hit, chunk in hits:
                 taken.setdefault(hit.piece.span_id, hit)
