@@ -1,21 +1,18 @@
 """Assemble decoded spans into RagInteractions.
 
 A RAG request usually leaves several spans in one trace (a CHAIN root, a RETRIEVER, maybe a
-RERANKER, one or more LLM calls), exported in different requests or Kafka messages and in any
-order. `TraceAssembler` buffers what each span contributes (its `SpanParts`, never the span) by
-trace id and emits interactions when the trace's root has arrived and the trace is complete, or
-when the bounded wait runs out. Rules (docs/intake.md has the full text):
-
-- One interaction per model call (the innermost LLM span, if LLM spans nest), with the documents
-  of the retriever or reranker that ended last before the call started (ties: the reranker);
-  `span_id` is the LLM span's. A model call with no such documents makes no interaction.
-- The query is the input of the outermost CHAIN ancestor of the call that has one, else the
-  retriever's query, else the call's last user message.
-- A span carrying query, chunks and response alone is an interaction by itself (single span),
-  unless it wraps a model call that already made one.
-- A trace whose root is a prober's span (agent/otlp/probes.py) is a probe: its interactions carry
-  the golden item (reference included); one that forms none before the wait runs out is counted
-  as a missed probe, and one whose request failed (the prober says so) is never scored.
+RERANKER, one or more LLM calls, an agent's tools), exported in different requests or Kafka
+messages and in any order. `TraceAssembler` wires three parts (docs/intake.md, "Assembly" and
+"Agents"):
+- `buffer.TraceBuffer` keeps what each span contributed (a `trace_tree.Piece`, never the span) by
+  trace id, within its bounds, until the trace's root has arrived and the trace is complete, or
+  the bounded wait runs out;
+- `trace_tree.TraceTree` is one finished trace as a tree;
+- the pure rule sets `rules.chain` (a retriever before a model call) and `rules.agent` (answers,
+  what each was given, conversations) find the interactions in it.
+Then two steps over the finished assembly: probe marking (`probes.mark_probe`: a trace started by
+`ragpulse probe` carries its golden item; one whose request failed is never scored, one that
+forms no interaction is a missed probe) and conversations across traces (`sessions.Sessions`).
 
 Every span is accounted for exactly once: assembled, skipped with a reason, or still buffered.
 """
