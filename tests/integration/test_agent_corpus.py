@@ -35,7 +35,7 @@ KNOWN_GAPS = {
     "genai-openai-v2-events": "messages are OTLP log records; ragpulse takes traces only",
     "semantic-kernel": "the follow-up's earlier documents reached the model only in log records",
     "crewai": "no session id and no earlier messages on the follow-up's spans",
-    "smolagents-codeagent": "earlier turns' documents printed inside code execution logs",
+    "smolagents-codeagent": "the follow-up's earlier turns are read from its raw code-step messages",
     "llamaindex-agentworkflow": "the follow-up reads the earlier turn's hand-off result as a document",
     "google-adk-openinference": "not investigated yet",
     "google-adk-schema1": "gcp.vertex.agent.* attributes are not read",

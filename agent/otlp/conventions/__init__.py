@@ -288,7 +288,9 @@ _ROLES = {
 }  # fmt: skip
 _EMBEDDED = "\nObservation:"
 _OBSERVATIONS = re.compile(r"\nObservation:(.*?)(?=\n\s*Thought:|\Z)", re.DOTALL)
-_NEW_TASK = "New task:\n"  # smolagents opens each user task with it
+_NEW_TASK = "New task:\n"
+_LOGS = "Execution logs:"
+_LAST_OUTPUT = "Last output from code snippet:"  # smolagents opens each user task with it
 _FINAL_CALL = ("final_answer", "final_result")
 
 
@@ -314,6 +316,8 @@ def conversation(messages: list[Message]) -> tuple[Message, ...] | None:
         if role in ("user", "tool") and content.startswith(_OBSERVATION):
             # A ReAct observation: the tool's result, handed back as a user message.
             role, content = "tool", content[len(_OBSERVATION) :].strip()
+            if content.startswith(_LOGS):  # smolagents' CodeAgent: what its code printed
+                content = content[len(_LOGS) :].split(_LAST_OUTPUT, 1)[0].strip()
         elif role == "user" and content.startswith(_NEW_TASK):
             content = content[len(_NEW_TASK) :]
         if role == "tool" and final_call:

@@ -141,6 +141,8 @@ def _messages(attributes: Mapping[str, AttributeValue], prefix: str, role: str |
         message_role = attributes.get(base + "role")
         if content is None and message_role is None:
             break
+        if content is None:  # content blocks (smolagents)
+            content = attributes.get(base + "contents.0.message_content.text")
         if isinstance(content, str) and (role is None or message_role == role):
             found = content
     return found
