@@ -35,6 +35,12 @@ class SpanEvent:
     attributes: Mapping[str, AttributeValue]
 
 
+# OTLP Status.StatusCode values.
+STATUS_UNSET = 0
+STATUS_OK = 1
+STATUS_ERROR = 2
+
+
 @dataclass(frozen=True, slots=True)
 class Span:
     """One decoded OTLP span; ids are lowercase hex, as in W3C trace context."""
@@ -53,6 +59,12 @@ class Span:
     # converted when the span is decoded; a subset of `attributes`, which decodes the rest lazily.
     # None when the span was built without it: readers fall back to `attributes`.
     known: Mapping[str, AttributeValue] | None = None
+    # The OTLP span status: STATUS_UNSET, STATUS_OK or STATUS_ERROR (a failed operation).
+    status: int = 0
+
+    @property
+    def failed(self) -> bool:
+        return self.status == STATUS_ERROR
 
     @property
     def convention_attributes(self) -> Mapping[str, AttributeValue]:

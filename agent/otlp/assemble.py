@@ -1,39 +1,48 @@
 """Assemble decoded spans into RagInteractions.
 
 A RAG request usually leaves several spans in one trace (a CHAIN root, a RETRIEVER, maybe a
-RERANKER, one or more LLM calls), exported in different requests or Kafka messages and in any
-order. `TraceAssembler` buffers what each span contributes (its `SpanParts`, never the span) by
-trace id and emits interactions when the trace's root has arrived and the trace is complete, or
-when the bounded wait runs out. Rules (docs/intake.md has the full text):
-
-- One interaction per model call (the innermost LLM span, if LLM spans nest), with the documents
-  of the retriever or reranker that ended last before the call started (ties: the reranker);
-  `span_id` is the LLM span's. A model call with no such documents makes no interaction.
-- The query is the input of the outermost CHAIN ancestor of the call that has one, else the
-  retriever's query, else the call's last user message.
-- A span carrying query, chunks and response alone is an interaction by itself (single span),
-  unless it wraps a model call that already made one.
-- A trace whose root is a prober's span (agent/otlp/probes.py) is a probe: its interactions carry
-  the golden item (reference included); one that forms none before the wait runs out is counted
-  as a missed probe, and one whose request failed (the prober says so) is never scored.
+RERANKER, one or more LLM calls, an agent's tools), exported in different requests or Kafka
+messages and in any order. `TraceAssembler` wires three parts (docs/intake.md, "Assembly" and
+"Agents"):
+- `buffer.TraceBuffer` keeps what each span contributed (a `trace_tree.Piece`, never the span) by
+  trace id, within its bounds, until the trace's root has arrived and the trace is complete, or
+  the bounded wait runs out;
+- `trace_tree.TraceTree` is one finished trace as a tree;
+- the pure rule sets `rules.chain` (a retriever before a model call) and `rules.agent` (answers,
+  what each was given, conversations) find the interactions in it.
+Then two steps over the finished assembly: probe marking (`probes.mark_probe`: a trace started by
+`ragpulse probe` carries its golden item; one whose request failed is never scored, one that
+forms no interaction is a missed probe) and conversations across traces (`sessions.Sessions`).
 
 Every span is accounted for exactly once: assembled, skipped with a reason, or still buffered.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import time
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from agent.model import AttributeValue, Chunk, Probe, RagInteraction, Span
+from agent.model import AttributeValue, Probe, RagInteraction, Span
 from agent.otlp import SELF_RESOURCE_ATTRIBUTE
-from agent.otlp.agents import AgentContext, agent_answers, history, is_agent_trace, settled
+from agent.otlp.buffer import (
+    MAX_CHUNK_BYTES,
+    MAX_SPANS_PER_TRACE,
+    MAX_TRACES,
+    Added,
+    BufferedTrace,
+    Eviction,
+    TraceBuffer,
+)
 from agent.otlp.conventions import KNOWN_PREFIXES, Convention, Role, SpanParts
-from agent.otlp.probes import probe_of
+from agent.otlp.probes import TRACE_MISSING, mark_probe, probe_of
+from agent.otlp.rules import Finding, history
+from agent.otlp.rules.agent import agent_findings, is_agent_trace, settled
+from agent.otlp.rules.chain import chain_findings, singles
+from agent.otlp.sessions import Sessions
+from agent.otlp.trace_tree import Piece, TraceTree
 
 # Reasons a span yields no interaction; they label ragpulse_spans_skipped_total.
 NOT_RAG = "not_rag"  # carries nothing an interaction uses (or nothing its trace's interactions used)
@@ -42,14 +51,11 @@ EVICTED = "evicted"  # dropped to keep the buffer within its bounds
 SELF = "self"  # emitted by ragpulse itself (resource attribute ragpulse.agent)
 DUPLICATE = "duplicate"  # the same span id was already buffered (a redelivered message)
 
-# Why a probe trace was not scored, beside the prober's own reasons (labels
-# ragpulse_probe_failures_total): the app's spans did not arrive within the assembly wait.
-TRACE_MISSING = "trace_missing"
-
-# Why buffered spans were evicted; they label ragpulse_assembler_evictions_total.
-MAX_TRACES = "max_traces"
-MAX_SPANS_PER_TRACE = "max_spans_per_trace"
-MAX_CHUNK_BYTES = "max_chunk_bytes"
+__all__ = [
+    "DUPLICATE", "EVICTED", "INCOMPLETE", "MAX_CHUNK_BYTES", "MAX_SPANS_PER_TRACE", "MAX_TRACES",
+    "NOT_RAG", "PIECE_OVERHEAD_BYTES", "SELF", "TRACE_MISSING", "Assembler", "Assembly", "Labeller",
+    "TraceAssembler",
+]  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -121,33 +127,6 @@ class Labeller:
         return self._budget(service_name, route or "unknown")
 
 
-@dataclass(slots=True)
-class _Piece:
-    """What assembly keeps of one span: links, labels and the extracted parts."""
-
-    span_id: str
-    parent_id: str | None
-    name: str
-    start: int
-    end: int
-    service: str
-    route: str | None
-    parts: SpanParts | None  # None: a span kept only to link its children to their ancestors
-    captured: dict[str, AttributeValue] | None = None  # attributes sampling rules look at
-    session_id: str | None = None  # a link's conversation id (an agent root that says nothing else)
-
-
-@dataclass(slots=True)
-class _Trace:
-    first_seen: float
-    sequence: int  # of the request that opened it: the oldest, as sequence numbers only grow
-    pieces: dict[str, _Piece] = field(default_factory=dict)
-    useful: int = 0  # pieces with parts: the spans this trace still has to account for
-    size: int = 0  # estimated bytes held: every piece (links too) and its text
-    has_root: bool = False
-    probe: Probe | None = None  # the golden item, once the prober's span is in
-
-
 # Memory one buffered span costs besides its text: the _Piece, its ids and its slot in the trace
 # (measured with tracemalloc in tests/unit/test_assemble.py, rounded up).
 PIECE_OVERHEAD_BYTES = 400
@@ -167,7 +146,7 @@ def _parts_size(parts: SpanParts) -> int:
             size += sum(_text_size(key) + _text_size(value) + 64 for key, value in chunk.metadata)
     for message in parts.messages or ():
         size += _text_size(message.content) + 64
-    return size
+    return size + _text_size(parts.instructions)
 
 
 # Parts of a span kept only as a link that names the conversation (an agent root saying nothing
@@ -194,19 +173,23 @@ class TraceAssembler:
         max_chunk_bytes: int,
         capture: Sequence[str] = (),
         clock: Callable[[], float] = time.monotonic,
+        sessions: Sessions | None = None,
     ) -> None:
-        """`capture`: span attributes carried onto interactions (for sampling keep rules)."""
+        """`capture`: span attributes carried onto interactions (for sampling keep rules).
+        `sessions`: the earlier turns of conversations whose turns arrive as separate traces
+        (default: a `Sessions` with its default bounds)."""
         self._capture = tuple(capture)
         self._conventions = tuple(conventions)
         self._labeller = labeller
-        self._wait = wait_seconds
-        self._max_traces = max_traces
-        self._max_spans = max_spans_per_trace
-        self._max_bytes = max_chunk_bytes
         self._clock = clock
-        self._traces: OrderedDict[str, _Trace] = OrderedDict()  # oldest first
-        self._buffered = 0
-        self._bytes = 0
+        self._buffer: TraceBuffer[Piece] = TraceBuffer(
+            max_traces=max_traces,
+            max_pending_per_trace=max_spans_per_trace,
+            max_bytes=max_chunk_bytes,
+            wait_seconds=wait_seconds,
+        )
+        self._probes: dict[str, Probe] = {}  # the golden item of each buffered probe trace
+        self._sessions = sessions if sessions is not None else Sessions()
 
     # -- the Assembler protocol -------------------------------------------------------------------
 
@@ -229,12 +212,18 @@ class TraceAssembler:
             parts = self._extract(span)
             if parts is not None and not parts.is_useful:
                 # Only a link; an agent root may still name the conversation.
-                parts = SpanParts(_LINK, session_id=parts.session_id) if parts.session_id else None
+                # An agent's outer span may say only what it returned: the answer's evidence.
+                returned = parts.response if parts.role is Role.CHAIN else None
+                parts = (
+                    SpanParts(_LINK, session_id=parts.session_id, response=returned)
+                    if parts.session_id or returned
+                    else None
+                )
             batch.setdefault(span.trace_id, []).append((span, parts))
         now = self._clock()
         touched = []
         for trace_id, members in batch.items():
-            trace = self._traces.get(trace_id)
+            trace = self._buffer.get(trace_id)
             probe = probes.get(trace_id)
             if trace is None:
                 if probe is None:
@@ -244,34 +233,35 @@ class TraceAssembler:
                         out.skipped[NOT_RAG] += len(members)
                         continue
                 # A probe's span opens its trace even alone: the app's spans are on their way.
-                trace = self._open(trace_id, now, sequence, out)
-            if probe is not None and trace.probe is None:
-                trace.probe = probe
+                trace, evicted = self._buffer.open(trace_id, now, sequence)
+                self._evicted(evicted, out)
+            if probe is not None and trace_id not in self._probes:
+                self._probes[trace_id] = probe
                 if probe.failure is not None:
                     out.probe_failures[(probe.probe_set, probe.failure)] += 1
-            self._take(trace_id, trace, members, out)
+            self._take(trace, members, out)
             touched.append(trace_id)
         for trace_id in touched:
-            trace = self._traces.get(trace_id)  # gone if evicted by a later trace of this batch
+            trace = self._buffer.get(trace_id)  # gone if evicted by a later trace of this batch
             if trace is not None and trace.has_root:
                 self._finish(trace_id, trace, out, give_up=False)
-        self._enforce_bytes(out)
+        self._evicted(self._buffer.over_bytes(), out)
         return self._report(out)
 
     def expire(self, now: float) -> Assembly:
         out = Assembly()
-        while self._traces:
-            trace_id, trace = next(iter(self._traces.items()))
-            if trace.first_seen + self._wait > now:
-                break
+        for trace_id, trace in self._buffer.expired(now):
             self._finish(trace_id, trace, out, give_up=True)
         return self._report(out)
 
     def flush(self) -> Assembly:
         out = Assembly()
-        for trace_id, trace in list(self._traces.items()):
+        for trace_id, trace in self._buffer.traces():
             self._finish(trace_id, trace, out, give_up=True)
         return self._report(out)
+
+    def oldest_pending(self) -> int | None:
+        return self._buffer.oldest_sequence()
 
     # -- buffering --------------------------------------------------------------------------------
 
@@ -283,12 +273,6 @@ class TraceAssembler:
                 parts = None
             if parts is not None:
                 return parts
-        return None
-
-    def oldest_pending(self) -> int | None:
-        # Traces are kept in the order they were opened, so the first is the oldest.
-        for trace in self._traces.values():
-            return trace.sequence
         return None
 
     def _single(self, member: tuple[Span, SpanParts | None], sequence: int, out: Assembly) -> bool:
@@ -303,19 +287,22 @@ class TraceAssembler:
         out.assembled_spans += 1
         out.origins.append(sequence)
         out.interactions.append(
-            RagInteraction(
-                trace_id=span.trace_id,
-                span_id=span.span_id,
-                query=parts.query,
-                chunks=parts.chunks,
-                response=parts.response,
-                service=service,
-                route=route,
-                end_time_unix_nano=span.end_time_unix_nano,
-                session_id=parts.session_id,
-                user_id=parts.user_id,
-                attributes=self._captured(span) or {},
-                earlier_turns=history(parts.messages),
+            self._sessions.follow(
+                RagInteraction(
+                    trace_id=span.trace_id,
+                    span_id=span.span_id,
+                    query=parts.query,
+                    chunks=parts.chunks,
+                    response=parts.response,
+                    service=service,
+                    route=route,
+                    end_time_unix_nano=span.end_time_unix_nano,
+                    session_id=parts.session_id,
+                    user_id=parts.user_id,
+                    attributes=self._captured(span) or {},
+                    earlier_turns=history(parts.messages),
+                ),
+                self._clock(),
             )
         )
         return True
@@ -326,40 +313,22 @@ class TraceAssembler:
         found = {name: span.attributes.get(name) for name in self._capture}
         return {name: value for name, value in found.items() if value is not None} or None
 
-    def _open(self, trace_id: str, now: float, sequence: int, out: Assembly) -> _Trace:
-        while len(self._traces) >= self._max_traces:
-            self._evict_oldest(MAX_TRACES, out)
-        trace = self._traces[trace_id] = _Trace(first_seen=now, sequence=sequence)
-        return trace
-
     def _take(
-        self, trace_id: str, trace: _Trace, members: list[tuple[Span, SpanParts | None]], out: Assembly
+        self, trace: BufferedTrace[Piece], members: list[tuple[Span, SpanParts | None]], out: Assembly
     ) -> None:
         for span, parts in members:
-            if span.span_id in trace.pieces:
+            if span.span_id in trace.items:
                 out.skipped[DUPLICATE] += 1
                 continue
-            is_root = span.parent_span_id is None
-            session_id = None
+            session_id = returned = None
             if parts is not None and parts.role is _LINK:
-                session_id, parts = parts.session_id, None
+                session_id, returned, parts = parts.session_id, parts.response, None
+            size = PIECE_OVERHEAD_BYTES + _text_size(span.name) + _text_size(returned)
             if parts is None:
                 out.skipped[NOT_RAG] += 1  # accounted now; kept (if room) only as a link
-                # Links have a quota of their own, so they never crowd out the spans that carry
-                # an interaction; the root is always kept (its route label, its arrival ends the wait).
-                if len(trace.pieces) - trace.useful >= self._max_spans and not is_root:
-                    out.evictions[MAX_SPANS_PER_TRACE] += 1
-                    continue
-                size = PIECE_OVERHEAD_BYTES + _text_size(span.name)
-            elif trace.useful >= self._max_spans:
-                out.skipped[EVICTED] += 1
-                out.evictions[MAX_SPANS_PER_TRACE] += 1
-                continue
             else:
-                size = PIECE_OVERHEAD_BYTES + _text_size(span.name) + _parts_size(parts)
-                trace.useful += 1
-                self._buffered += 1
-            piece = trace.pieces[span.span_id] = _Piece(
+                size += _parts_size(parts)
+            piece = Piece(
                 span_id=span.span_id,
                 parent_id=span.parent_span_id,
                 name=span.name,
@@ -370,269 +339,120 @@ class TraceAssembler:
                 parts=parts,
                 captured=self._captured(span),
                 session_id=session_id,
+                returned=returned,
             )
             if piece.route:
                 size += _text_size(piece.route)
             if piece.captured:
                 size += PIECE_OVERHEAD_BYTES  # a small dict of a few attributes the keep rules read
-            trace.size += size
-            self._bytes += size
-            if is_root:
-                trace.has_root = True
+            # Links have a quota of their own, so they never crowd out the spans that carry an
+            # interaction; the root is always kept (its route label, its arrival ends the wait).
+            added = self._buffer.add(
+                trace,
+                span.span_id,
+                piece,
+                size,
+                pending=parts is not None,
+                is_root=span.parent_span_id is None,
+            )
+            if added is Added.OVER_QUOTA:
+                if parts is not None:
+                    out.skipped[EVICTED] += 1
+                out.evictions[MAX_SPANS_PER_TRACE] += 1
 
-    def _enforce_bytes(self, out: Assembly) -> None:
-        while self._bytes > self._max_bytes and self._traces:
-            self._evict_oldest(MAX_CHUNK_BYTES, out)
-
-    def _evict_oldest(self, reason: str, out: Assembly) -> None:
-        _, trace = self._traces.popitem(last=False)
-        self._release(trace)
-        out.skipped[EVICTED] += trace.useful
-        out.evictions[reason] += 1
-
-    def _release(self, trace: _Trace) -> None:
-        self._buffered -= trace.useful
-        self._bytes -= trace.size
+    def _evicted(self, evicted: Sequence[Eviction[Piece]], out: Assembly) -> None:
+        for eviction in evicted:
+            self._probes.pop(eviction.trace_id, None)
+            out.skipped[EVICTED] += eviction.trace.pending
+            out.evictions[eviction.reason] += 1
 
     def _report(self, out: Assembly) -> Assembly:
-        out.buffered_spans = self._buffered
-        out.buffered_traces = len(self._traces)
-        out.buffered_bytes = self._bytes
+        out.buffered_spans = self._buffer.pending
+        out.buffered_traces = len(self._buffer)
+        out.buffered_bytes = self._buffer.bytes
         return out
 
     # -- assembly ---------------------------------------------------------------------------------
 
-    def _finish(self, trace_id: str, trace: _Trace, out: Assembly, *, give_up: bool) -> None:
+    def _finish(self, trace_id: str, trace: BufferedTrace[Piece], out: Assembly, *, give_up: bool) -> None:
         """Emit the trace's interactions; keep waiting if it has none and time remains."""
-        if not give_up and not _settled(trace):
+        tree = TraceTree(trace.items)
+        if not give_up and not _settled(tree):
             return  # an agent trace with spans still on their way: wait for them
-        interactions, used = _assemble(trace_id, trace, self._labeller)
-        if not interactions and not give_up:
+        findings, used = findings_of(tree)
+        if not findings and not give_up:
             return
-        probe = trace.probe
-        if probe is not None:
-            if probe.failure is not None:
-                interactions, used = [], set()  # counted by its reason on arrival; never scored
-            elif not interactions:
-                out.probe_failures[(probe.probe_set, TRACE_MISSING)] += 1
-            else:
-                interactions = [
-                    dataclasses.replace(i, probe=probe, reference=probe.reference) for i in interactions
-                ]
-        del self._traces[trace_id]
-        self._release(trace)
+        self._buffer.remove(trace_id)
+        interactions = [self._interaction(trace_id, f) for f in findings]
+        probe = self._probes.pop(trace_id, None)
+        if probe is not None:  # a step over the finished assembly
+            interactions, failure = mark_probe(interactions, probe)
+            if failure is not None:
+                out.probe_failures[(probe.probe_set, failure)] += 1
+            if not interactions:
+                used = set()
+        now = self._clock()
+        interactions = [self._sessions.follow(i, now) for i in interactions]
         out.interactions.extend(interactions)
         out.origins.extend([trace.sequence] * len(interactions))
         out.assembled_spans += len(used)
-        unused = trace.useful - len(used)
+        unused = trace.pending - len(used)
         if unused:
             out.skipped[NOT_RAG if interactions else INCOMPLETE] += unused
 
+    def _interaction(self, trace_id: str, finding: Finding) -> RagInteraction:
+        anchor, agent = finding.anchor, finding.agent
+        attributes: dict[str, AttributeValue] = {}
+        for piece in reversed(finding.related):  # the anchor's own values win over its ancestors'
+            if piece.captured:
+                attributes.update(piece.captured)
+        service, route = self._labeller.labels(anchor.service, _route(anchor, finding.ancestors))
+        return RagInteraction(
+            trace_id=trace_id,
+            span_id=anchor.span_id,
+            query=finding.query,
+            chunks=finding.chunks,
+            response=finding.response,
+            service=service,
+            route=route,
+            end_time_unix_nano=anchor.end,
+            session_id=next((p.session_id for p in finding.parts if p.session_id), None)
+            or next((p.session_id for p in finding.related if p.session_id), None),
+            user_id=next((p.user_id for p in finding.parts if p.user_id), None),
+            attributes=attributes,
+            sub_queries=agent.sub_queries if agent else (),
+            earlier_turns=agent.earlier_turns if agent else (),
+            searches=agent.searches if agent else 1,
+            empty_searches=agent.empty_searches if agent else (0 if finding.chunks else 1),
+            tool_errors=agent.tool_errors if agent else 0,
+        )
 
-def _settled(trace: _Trace) -> bool:
+
+def _settled(tree: TraceTree) -> bool:
     """Chain traces are assembled as soon as their root is in; agent traces also wait for the
-    spans their answers need (agents.settled)."""
-    useful = [p for p in trace.pieces.values() if p.parts is not None]
-    if is_agent_trace(useful):
-        return settled(trace.pieces, useful)  # type: ignore[arg-type]
+    spans their answers need (rules.agent.settled)."""
+    if is_agent_trace(tree.useful):
+        return settled(tree)
     # A span missing between a piece and the root may be a tool still on its way (an agent
     # whose steps so far look like a chain, e.g. ReAct text steps): wait for it.
-    return all(p.parent_id is None or p.parent_id in trace.pieces for p in trace.pieces.values())
+    return tree.complete()
 
 
-def agent_interactions(
-    trace_id: str, pieces: dict[str, _Piece], useful: list[_Piece], labeller: Labeller
-) -> tuple[list[RagInteraction], set[str]]:
-    """One interaction per answer of an agent trace (agent/otlp/agents.py has the rules)."""
-    interactions: list[RagInteraction] = []
-    used: set[str] = set()
-    for answer in agent_answers(pieces, useful):  # type: ignore[arg-type]
-        call: _Piece = answer.call  # type: ignore[assignment]
-        ancestors = _ancestors(call, pieces)
-        used.add(call.span_id)
-        used.update(p.span_id for p in answer.used)
-        if answer.query_source is not None:
-            used.add(answer.query_source.span_id)
-        parts = [p.parts for p in (call, *answer.used, *ancestors) if p.parts is not None]
-        interactions.append(
-            _interaction(
-                trace_id,
-                call,
-                query=answer.query,
-                parts=tuple(parts),
-                chunks=answer.chunks,
-                response=answer.response,
-                route=_route(call, ancestors),
-                labeller=labeller,
-                related=(call, *ancestors),
-                agent=answer.context,
-            )
-        )
-    return interactions, used
+def findings_of(tree: TraceTree) -> tuple[list[Finding], set[str]]:
+    """The interactions of one trace (agent rules for agent traces, else chain rules), the single
+    spans that carry one alone, and the span ids they were made of."""
+    if is_agent_trace(tree.useful):
+        findings, used = agent_findings(tree)
+    else:
+        findings, used = chain_findings(tree)
+    findings.extend(singles(tree, used))
+    return findings, used
 
 
-def _ancestors(piece: _Piece, pieces: dict[str, _Piece]) -> list[_Piece]:
-    """The known ancestors of a piece, nearest first (a cycle or a gap ends the walk)."""
-    chain: list[_Piece] = []
-    seen = {piece.span_id}
-    parent = piece.parent_id
-    while parent is not None and parent not in seen:
-        ancestor = pieces.get(parent)
-        if ancestor is None:
-            break
-        seen.add(parent)
-        chain.append(ancestor)
-        parent = ancestor.parent_id
-    return chain
-
-
-def _asks(piece: _Piece) -> bool:
-    return piece.parts is not None and piece.parts.role is Role.CHAIN and bool(piece.parts.query)
-
-
-def _context(call: _Piece, contexts: list[_Piece]) -> _Piece | None:
-    """The retriever / reranker output the model call saw: the last to end before it started."""
-    before = [c for c in contexts if c.end <= call.start] or [c for c in contexts if c.end <= call.end]
-    if not before:
-        return None
-    return max(before, key=lambda c: (c.end, c.parts.role is Role.RERANKER))  # type: ignore[union-attr]
-
-
-def _assemble(trace_id: str, trace: _Trace, labeller: Labeller) -> tuple[list[RagInteraction], set[str]]:
-    pieces = trace.pieces
-    useful = [p for p in pieces.values() if p.parts is not None]
-    if is_agent_trace(useful):
-        answers, answered = agent_interactions(trace_id, pieces, useful, labeller)
-        return _singles(trace_id, pieces, useful, labeller, answers, answered, _llm_lineage(useful, pieces))
-    calls = [p for p in useful if p.parts.role is Role.LLM]  # type: ignore[union-attr]
-    contexts = [p for p in useful if p.parts.role in (Role.RETRIEVER, Role.RERANKER)]  # type: ignore[union-attr]
-    call_ids = {p.span_id for p in calls}
-    lineage = {p.span_id: _ancestors(p, pieces) for p in calls}
-    wrappers = {a.span_id for chain in lineage.values() for a in chain if a.span_id in call_ids}
-
-    interactions: list[RagInteraction] = []
-    used: set[str] = set()
-    for call in sorted(calls, key=lambda p: (p.start, p.span_id)):
-        if call.span_id in wrappers:
-            continue
-        context = _context(call, contexts)
-        if context is None or not (context.parts.chunks or context.parts.empty):  # type: ignore[union-attr]
-            continue  # no retrieval before it, or one whose text the spans do not carry
-        ancestors = lineage[call.span_id]
-        query_source = next((a for a in reversed(ancestors) if _asks(a)), None)
-        assert call.parts is not None and context.parts is not None and context.parts.chunks is not None
-        query = (query_source.parts.query if query_source and query_source.parts else None) or (
-            context.parts.query or call.parts.query
-        )
-        if not query:
-            continue
-        used.add(call.span_id)
-        used.add(context.span_id)
-        used.update(a.span_id for a in ancestors if a.span_id in call_ids)  # the wrapped calls
-        if query_source is not None:
-            used.add(query_source.span_id)
-        interactions.append(
-            _interaction(
-                trace_id,
-                call,
-                query=query,
-                parts=(call.parts, context.parts, *(a.parts for a in ancestors if a.parts)),
-                chunks=context.parts.chunks,
-                response=call.parts.response,
-                route=_route(call, ancestors),
-                labeller=labeller,
-                related=(call, context, *ancestors),
-            )
-        )
-
-    return _singles(trace_id, pieces, useful, labeller, interactions, used, lineage)
-
-
-def _llm_lineage(useful: list[_Piece], pieces: dict[str, _Piece]) -> dict[str, list[_Piece]]:
-    return {p.span_id: _ancestors(p, pieces) for p in useful if p.parts.role is Role.LLM}  # type: ignore[union-attr]
-
-
-def _singles(
-    trace_id: str,
-    pieces: dict[str, _Piece],
-    useful: list[_Piece],
-    labeller: Labeller,
-    interactions: list[RagInteraction],
-    used: set[str],
-    lineage: dict[str, list[_Piece]],
-) -> tuple[list[RagInteraction], set[str]]:
-    """Add the spans that carry a whole interaction alone (the single-span layout)."""
-    claimed = {a.span_id for span_id in used if span_id in lineage for a in lineage[span_id]}
-    for piece in sorted(useful, key=lambda p: (p.end, p.span_id)):
-        parts = piece.parts
-        assert parts is not None
-        if not parts.is_complete or piece.span_id in used or piece.span_id in claimed:
-            continue
-        assert parts.query is not None and parts.chunks is not None
-        used.add(piece.span_id)
-        ancestors = _ancestors(piece, pieces)
-        interactions.append(
-            _interaction(
-                trace_id,
-                piece,
-                query=parts.query,
-                parts=(parts, *(a.parts for a in ancestors if a.parts)),
-                chunks=parts.chunks,
-                response=parts.response,
-                route=_route(piece, ancestors),
-                labeller=labeller,
-                related=(piece, *ancestors),
-                agent=AgentContext(earlier_turns=history(parts.messages), searches=1)
-                if parts.messages
-                else None,
-            )
-        )
-    return interactions, used
-
-
-def _route(piece: _Piece, ancestors: list[_Piece]) -> str:
+def _route(piece: Piece, ancestors: Sequence[Piece]) -> str:
     """The outermost configured route attribute on the way to the root, else the top span's name."""
     chain = [piece, *ancestors]
     for candidate in reversed(chain):
         if candidate.route:
             return candidate.route
     return chain[-1].name
-
-
-def _interaction(
-    trace_id: str,
-    anchor: _Piece,
-    *,
-    query: str,
-    parts: tuple[SpanParts, ...],
-    chunks: tuple[Chunk, ...],
-    response: str | None,
-    route: str,
-    labeller: Labeller,
-    related: Sequence[_Piece],
-    agent: AgentContext | None = None,
-) -> RagInteraction:
-    attributes: dict[str, AttributeValue] = {}
-    for piece in reversed(related):  # the anchor's own values win over its ancestors'
-        if piece.captured:
-            attributes.update(piece.captured)
-    service, route = labeller.labels(anchor.service, route)
-    return RagInteraction(
-        trace_id=trace_id,
-        span_id=anchor.span_id,
-        query=query,
-        chunks=chunks,
-        response=response,
-        service=service,
-        route=route,
-        end_time_unix_nano=anchor.end,
-        session_id=next((p.session_id for p in parts if p.session_id), None)
-        or next((p.session_id for p in related if p.session_id), None),
-        user_id=next((p.user_id for p in parts if p.user_id), None),
-        attributes=attributes,
-        sub_queries=agent.sub_queries if agent else (),
-        earlier_turns=agent.earlier_turns if agent else (),
-        searches=agent.searches if agent else 1,
-        empty_searches=agent.empty_searches if agent else (0 if chunks else 1),
-        tool_errors=agent.tool_errors if agent else 0,
-    )

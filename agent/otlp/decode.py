@@ -217,6 +217,7 @@ def _decode_protobuf(body: bytes) -> DecodedRequest:
                         if pb.events
                         else (),
                         scope_name=scope_name,
+                        status=pb.status.code if pb.status.code in (1, 2) else 0,
                     )
                 )
     return out
@@ -343,4 +344,18 @@ def _json_span(
             for e in raw.get("events", [])
         ),
         scope_name=scope_name,
+        status=_json_status(raw.get("status")),
     )
+
+
+# OTLP/JSON writes the status code as its number or as its enum name.
+_STATUS_NAMES = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
+
+
+def _json_status(status: Any) -> int:
+    if not isinstance(status, Mapping):
+        return 0
+    code = status.get("code", 0)
+    if isinstance(code, str):
+        return _STATUS_NAMES.get(code, int(code) if code.isdigit() else 0)
+    return code if isinstance(code, int) and not isinstance(code, bool) and 0 <= code <= 2 else 0

@@ -7,9 +7,10 @@ reads the item from that span, so probe scoring needs no coordination (docs/prob
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Mapping, Sequence
 
-from agent.model import AttributeValue, Probe, Span
+from agent.model import AttributeValue, Probe, RagInteraction, Span
 
 SET = "ragpulse.probe.set"  # the golden set's name (label probe_set)
 ITEM = "ragpulse.probe.item"  # the item's id in the set
@@ -36,3 +37,21 @@ def probe_of(span: Span) -> Probe | None:
         relevant_ids=tuple(str(v) for v in relevant) if isinstance(relevant, list) else None,
         failure=failure if isinstance(failure, str) and failure else None,
     )
+
+
+# Why a probe trace was not scored, beside the prober's own reasons (labels
+# ragpulse_probe_failures_total): the app's spans did not arrive within the assembly wait.
+TRACE_MISSING = "trace_missing"
+
+
+def mark_probe(
+    interactions: Sequence[RagInteraction], probe: Probe
+) -> tuple[list[RagInteraction], str | None]:
+    """A finished probe trace's interactions, carrying the golden item, and why none is scored
+    when so: a failed request (already counted by its reason when the prober's span came in:
+    None) or TRACE_MISSING when the app's interaction never formed."""
+    if probe.failure is not None:
+        return [], None
+    if not interactions:
+        return [], TRACE_MISSING
+    return [dataclasses.replace(i, probe=probe, reference=probe.reference) for i in interactions], None

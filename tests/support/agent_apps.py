@@ -355,7 +355,8 @@ def _run_app(name: str, out: Path) -> None:
 def expected_chunks(given: list[str], searched: int) -> list[str]:
     """The documents behind the tool results the answering call was given, in that order. The
     last `searched` are this turn's searches, whose spans are in the trace; an earlier turn's
-    result is read from the message itself: a JSON list as its documents, a text whole."""
+    result is read from the message itself: a JSON list as its documents, a text as one document
+    per paragraph (the tools here join their documents with blank lines)."""
     by_text = {_search_text(q): docs for q, docs in DOCS.items()}
     by_json = {
         json.dumps([{"id": f"{q}-{i}", "content": d} for i, d in enumerate(docs)]): docs
@@ -364,7 +365,8 @@ def expected_chunks(given: list[str], searched: int) -> list[str]:
     out: list[str] = []
     for n, text in enumerate(given):
         this_turn = n >= len(given) - searched
-        docs = (by_text.get(text.strip()) if this_turn else None) or by_json.get(text) or [text]
+        paragraphs = [p.strip() for p in text.split("\n\n") if p.strip()]
+        docs = (by_text.get(text.strip()) if this_turn else None) or by_json.get(text) or paragraphs
         out += [d for d in docs if d not in out]
     return out
 

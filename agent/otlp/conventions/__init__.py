@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import Any, NamedTuple, Protocol
@@ -30,7 +31,8 @@ KNOWN_PREFIXES = (
     "gen_ai.prompt.", "gen_ai.completion.", "db.query.text", "db.statement",
     # OpenTelemetry GenAI
     "gen_ai.operation.name", "gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.retrieval.",
-    "gen_ai.conversation.id", "gen_ai.tool.", "tool.name", "tool_call.id", "error.type",
+    "gen_ai.conversation.id", "gen_ai.tool.",
+    "gen_ai.system_instructions", "tool.name", "tool_call.id", "error.type",
     # the minimal layout, and the default route attribute
     "ragpulse.", "http.route",
     # human labels: OpenInference annotations / evaluations (agent/trust/labels.py)
@@ -96,6 +98,11 @@ class SpanParts(NamedTuple):
     # RETRIEVER: the retrieval ran and returned no document (`chunks` is then empty too); an
     # empty retrieval is an interaction with no context, not a span without RAG content.
     empty: bool = False
+    # LLM: the system instructions (system prompts) the call was given: documents a generation
+    # step pastes into its prompt are found there.
+    instructions: str | None = None
+    # TOOL: the tool's name, when the span states it (a final-answer or hand-off tool is no search).
+    tool_name: str | None = None
 
     @property
     def is_complete(self) -> bool:
@@ -257,26 +264,72 @@ _DOCUMENT_TEXT = ("content", "text", "page_content", "document", "chunk", "snipp
 _DOCUMENT_LISTS = ("documents", "results", "hits", "chunks", "data", "items")
 
 
+_DSPY_ANSWER = re.compile(r"\[\[ ## (?:answer|response|output) ## \]\]\n(.*?)(?:\n\n\[\[ ## |\Z)", re.DOTALL)
+
+
 def final_text(response: str) -> str:
-    """A ReAct step's text without its reasoning: what follows its last "Answer:" line."""
+    """A ReAct step's text without its reasoning: what follows its last "Answer:" line (DSPy's
+    adapters: the `[[ ## answer ## ]]` field)."""
     if response.startswith("Thought:") and _REACT_ANSWER in response:
         return response.rsplit(_REACT_ANSWER, 1)[1].strip()
+    if response.startswith("[[ ## "):
+        found = _DSPY_ANSWER.search(response)
+        if found:
+            return found.group(1).strip()
     return response
 
 
+# Roles frameworks use for the message model's three: smolagents' "tool-call" / "tool-response",
+# LangChain's "human" / "ai", Gemini's "model", OpenAI's legacy "function".
+_ROLES = {
+    "user": "user", "human": "user", "assistant": "assistant", "ai": "assistant", "model": "assistant",
+    "tool": "tool", "tool-response": "tool", "function": "tool", "ipython": "tool",
+    "tool-call": "tool-call",
+}  # fmt: skip
+_EMBEDDED = "\nObservation:"
+_OBSERVATIONS = re.compile(r"\nObservation:(.*?)(?=\n\s*Thought:|\Z)", re.DOTALL)
+_NEW_TASK = "New task:\n"
+_LOGS = "Execution logs:"
+_LAST_OUTPUT = "Last output from code snippet:"  # smolagents opens each user task with it
+_FINAL_CALL = ("final_answer", "final_result")
+
+
 def conversation(messages: list[Message]) -> tuple[Message, ...] | None:
-    """The kept input conversation: None when it is only the question (a chain's prompt)."""
+    """The kept input conversation in the message model (user, assistant, tool): None when it is
+    only the question (a chain's prompt). A ReAct "Observation:" handed back as a user message is
+    a tool result; the result of a final-answer tool call is the assistant's answer."""
     if len(messages) < 2 and not any(m.role == "tool" for m in messages):
         return None
     cut = []
-    last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
+    last_user = max((i for i, m in enumerate(messages) if m.role in ("user", "human")), default=-1)
+    final_call = False
     for i, message in enumerate(messages):
-        if message.role != "tool" and i != last_user and len(message.content) > TURN_CHARS:
-            message = message._replace(content=message.content[:TURN_CHARS])
-        if message.role == "user" and message.content.startswith(_OBSERVATION):
+        role = _ROLES.get(message.role)
+        if role is None:
+            continue
+        content = message.content
+        if role == "tool-call":  # an assistant turn that only called tools, written as text
+            final_call = any(name in content for name in _FINAL_CALL)
+            continue
+        if role != "tool" and i != last_user and len(content) > TURN_CHARS:
+            content = content[:TURN_CHARS]
+        if role in ("user", "tool") and content.startswith(_OBSERVATION):
             # A ReAct observation: the tool's result, handed back as a user message.
-            message = Message("tool", message.content[len(_OBSERVATION) :].strip())
-        cut.append(message)
+            role, content = "tool", content[len(_OBSERVATION) :].strip()
+            if content.startswith(_LOGS):  # smolagents' CodeAgent: what its code printed
+                content = content[len(_LOGS) :].split(_LAST_OUTPUT, 1)[0].strip()
+        elif role == "user" and content.startswith(_NEW_TASK):
+            content = content[len(_NEW_TASK) :]
+        if role == "tool" and final_call:
+            role = "assistant"
+        final_call = False
+        cut.append(Message(role, content, message.call_id))
+        if role == "assistant" and _EMBEDDED in message.content:
+            # A ReAct scratchpad kept as one assistant message (LlamaIndex's ReActAgent memory):
+            # its observations were tool results.
+            cut.extend(
+                Message("tool", o.strip()) for o in _OBSERVATIONS.findall(message.content) if o.strip()
+            )
     return tuple(cut)
 
 
@@ -351,22 +404,65 @@ def _document(item: Any, keys: Sequence[str]) -> Chunk | None:
     return chunk(content, doc_id, item.get("score", metadata.get("score")), picked(keys, metadata, item))
 
 
+# A header opening each document of a tool result that lists several in one text:
+# "Document 1:", "Document ID: x", "[1]", "Source 2:", "Result 3:", "Doc 4 -".
+_HEADER = re.compile(
+    r"^(?:(?:document|doc|source|result|passage|chunk|context)\s*(?:#?\d+|id\s*[:=][^\n]*)\s*[:.\-)]?|\[\d+\])",
+    re.IGNORECASE | re.MULTILINE,
+)
+_FIELD = re.compile(r"^\s*(?:content|text|page_content)\s*:\s*", re.IGNORECASE | re.MULTILINE)
+
+
+def text_documents(output: str) -> tuple[Chunk, ...]:
+    """The documents of a tool result that lists several in one text: one per header line
+    ("Document 1:", "Document ID: x" with a "Content:" field, "[1]"), else one per paragraph
+    (LangChain's retriever tool joins documents with blank lines), else the whole text."""
+    starts = [m.start() for m in _HEADER.finditer(output)]
+    if len(starts) >= 2 or (starts and starts[0] == 0 and len(starts) == 1 and _FIELD.search(output)):
+        found = []
+        for at, end in zip(starts, [*starts[1:], len(output)], strict=True):
+            block = output[at:end]
+            field_ = _FIELD.search(block)
+            body = block[field_.end() :] if field_ else _HEADER.sub("", block, count=1)
+            body = body.strip()
+            if body:
+                found.append(Chunk(body))
+        if found:
+            return tuple(found)
+    paragraphs = [p.strip() for p in output.split("\n\n") if p.strip()]
+    return tuple(Chunk(p) for p in paragraphs) if paragraphs else ()
+
+
+def _text_block(item: Any) -> bool:
+    return isinstance(item, Mapping) and isinstance(item.get("text"), str) and set(item) <= {"type", "text"}
+
+
 def tool_documents(output: str, keys: Sequence[str] = ()) -> tuple[Chunk, ...]:
     """A tool's output as the documents it returned: a JSON list of documents (or an object
-    holding one under `documents`, `results`, ...), else the whole text as one chunk; () when it
-    returned nothing. `keys`: the metadata keys to read (a document's `metadata`, else its own
-    fields)."""
+    holding one under `documents`, `results`, ...), else its text as documents: one per
+    header-delimited block or paragraph (`text_documents`); () when it returned nothing.
+    `keys`: the metadata keys to read (a document's `metadata`, else its own fields)."""
     text_ = output.strip()
     if not text_:
         return ()
     document = parse_json(text_) if text_[:1] in ("[", "{") else None
     if isinstance(document, Mapping):
         lists = [document[k] for k in _DOCUMENT_LISTS if isinstance(document.get(k), list)]
+        if not lists and len(document) == 1:
+            # A function's return value wrapped in an object ({"result": "..."}, Google ADK).
+            (inner,) = document.values()
+            if isinstance(inner, str):
+                return text_documents(inner.strip()) if inner.strip() else ()
+            if isinstance(inner, list):
+                lists = [inner]
         document = lists[0] if lists else None
+    if isinstance(document, list) and document and all(_text_block(item) for item in document):
+        # Content blocks ([{"type": "text", "text"}]): one text, not a list of documents.
+        return text_documents("\n".join(item["text"] for item in document))
     if isinstance(document, list):
         if not document:
             return ()
         chunks = [found for item in document if (found := _document(item, keys)) is not None]
         if len(chunks) == len(document):
             return tuple(chunks)
-    return (Chunk(text_),)
+    return text_documents(text_)

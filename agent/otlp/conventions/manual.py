@@ -20,7 +20,7 @@ All parts on one span make a single-span interaction. The parts may also sit on 
 one trace (chunks on a retrieval span, the response on a generation span): a span with chunks and
 no response is a retriever, one with a response is a model call, and the trace assembler joins
 them like any other convention. A search span is an agent's search (a TOOL): an answer span in
-its trace is given every search, in the order they ended (agent/otlp/agents.py).
+its trace is given every search, in the order they ended (agent/otlp/rules/agent.py).
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ _RETRIEVED = "retrieval.documents"
 _RERANKED = "reranker.output_documents"
 # Keys a JSON `input.value` / `output.value` commonly holds the question / the answer under
 # (LangChain chains, LlamaIndex query engines).
-_QUERY_KEYS = ("query", "question", "input", "query_str", "user_input")
+_QUERY_KEYS = ("query", "question", "input", "query_str", "user_input", "task", "user_msg", "user_prompt")
 _RESPONSE_KEYS = ("response", "output", "answer", "text", "result")
 _VALUE = {"input": "input.value", "output": "output.value"}
 _CALLS_TOOLS = "llm.output_messages.0.message.tool_calls.0.tool_call.function.name"
@@ -58,8 +58,12 @@ def _value(attributes: Mapping[str, AttributeValue], prefix: str, keys: tuple[st
     value = attributes.get(_VALUE[prefix])
     if not isinstance(value, str):
         return None
-    # Only text that opens like JSON can be JSON; skip the mime-type lookup for the rest.
-    if value[:1] not in _JSON_START or attributes.get(_MIME_TYPE[prefix]) != "application/json":
+    # Only text that opens like JSON can be JSON; skip the mime-type lookup for the rest. An
+    # input that is a JSON object is read as one whatever its stated type (smolagents says none).
+    if value[:1] not in _JSON_START or (
+        attributes.get(_MIME_TYPE[prefix]) != "application/json"
+        and not (prefix == "input" and value[:1] == "{")
+    ):
         return value
     # A JSON value without a known key is an object the framework passed along, not the text.
     document = parse_json(value)
@@ -137,6 +141,8 @@ def _messages(attributes: Mapping[str, AttributeValue], prefix: str, role: str |
         message_role = attributes.get(base + "role")
         if content is None and message_role is None:
             break
+        if content is None:  # content blocks (smolagents)
+            content = attributes.get(base + "contents.0.message_content.text")
         if isinstance(content, str) and (role is None or message_role == role):
             found = content
     return found
@@ -146,9 +152,13 @@ _INPUT_MESSAGES = "llm.input_messages"
 _MAX_GAP = 2  # message indexes may start at 1 (the OpenAI Agents instrumentor leaves 0 out)
 
 
-def _input_messages(attributes: Mapping[str, AttributeValue]) -> tuple[Message, ...] | None:
-    """The call's input conversation: user, assistant and tool messages in order."""
+def _input_messages(
+    attributes: Mapping[str, AttributeValue],
+) -> tuple[tuple[Message, ...] | None, str | None]:
+    """The call's input conversation (user, assistant and tool messages in order) and its system
+    instructions."""
     messages: list[Message] = []
+    system: list[str] = []
     missing = 0
     get = attributes.get
     for index in range(_MAX_DOCUMENTS):
@@ -163,11 +173,31 @@ def _input_messages(attributes: Mapping[str, AttributeValue]) -> tuple[Message, 
         missing = 0
         if not isinstance(content, str):
             content = get(base + "contents.0.message_content.text")
-        if role == "system" or not isinstance(role, str) or not isinstance(content, str) or not content:
-            continue  # system prompts, and assistant turns that only called tools
+        if not isinstance(content, str) and role == "function":
+            # AutoGen: several results in one message, `llm.input_messages.N.function.K` each
+            # a JSON object {name, content, call_id}.
+            messages.extend(_function_results(attributes, index))
+            continue
+        if not isinstance(role, str) or not isinstance(content, str) or not content:
+            continue  # assistant turns that only called tools
+        if role in ("system", "developer"):
+            system.append(content)
+            continue
         call_id = get(base + "tool_call_id")
         messages.append(Message(role, content, call_id if isinstance(call_id, str) else None))
-    return conversation(messages)
+    return conversation(messages), "\n\n".join(system) or None
+
+
+def _function_results(attributes: Mapping[str, AttributeValue], index: int) -> list[Message]:
+    found = []
+    for k in range(_MAX_DOCUMENTS):
+        result = parse_json(attributes.get(f"{_INPUT_MESSAGES}.{index}.function.{k}"))
+        if not isinstance(result, Mapping):
+            break
+        content, call_id = result.get("content"), result.get("call_id")
+        if isinstance(content, str):
+            found.append(Message("tool", content, call_id if isinstance(call_id, str) else None))
+    return found
 
 
 def _tool_output(attributes: Mapping[str, AttributeValue]) -> tuple[str | None, str | None]:
@@ -193,7 +223,7 @@ def _tool_output(attributes: Mapping[str, AttributeValue]) -> tuple[str | None, 
 
 
 def _failed(span: Span) -> bool:
-    return any(event.name == "exception" for event in span.events)
+    return span.failed or any(event.name == "exception" for event in span.events)
 
 
 class OpenInference:
@@ -223,17 +253,21 @@ class OpenInference:
             if response is None and not calls_tools:
                 # (A call that only called tools has no text: its `output.value` is a repr.)
                 response = _value(attributes, "output", _RESPONSE_KEYS)
+            messages, instructions = (
+                _input_messages(attributes)
+                if "llm.input_messages.1.message.role" in attributes
+                or "llm.input_messages.2.message.role" in attributes
+                else (None, None)
+            )
             return SpanParts(
                 Role.LLM,
                 query=_messages(attributes, "llm.input_messages", "user"),
                 response=response,
                 session_id=session_id,
                 user_id=user_id,
-                messages=_input_messages(attributes)
-                if "llm.input_messages.1.message.role" in attributes
-                or "llm.input_messages.2.message.role" in attributes
-                else None,
+                messages=messages,
                 calls_tools=calls_tools,
+                instructions=instructions,
             )
         if role is Role.TOOL:
             output, call_id = _tool_output(attributes)
@@ -248,6 +282,7 @@ class OpenInference:
                 user_id=user_id,
                 failed=failed,
                 call_id=call_id or (tool_call_id if isinstance(tool_call_id, str) else None),
+                tool_name=identity(attributes, "tool.name"),
             )
         if role is Role.RERANKER:
             query = attributes.get("reranker.query")

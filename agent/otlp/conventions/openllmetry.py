@@ -339,7 +339,12 @@ def _tool(span: Span, session_id: str | None, user_id: str | None, keys: Sequenc
     attributes = span.convention_attributes
     query, input_call_id = _tool_input(attributes)
     output, call_id, reported = _tool_output(attributes)
-    failed = reported or "error.type" in attributes or any(e.name == "exception" for e in span.events)
+    failed = (
+        reported
+        or span.failed
+        or "error.type" in attributes
+        or any(e.name == "exception" for e in span.events)
+    )
     return SpanParts(
         Role.TOOL,
         query=query,

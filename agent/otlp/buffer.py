@@ -1,0 +1,141 @@
+"""A bounded buffer of traces: items grouped by trace id until their trace is complete.
+
+It knows nothing of RAG, probes or spans' meaning: the assembler hands it an item per span with
+its size and whether it is `pending` (still to be accounted for) or only a link, and asks it for
+the traces to finish. Bounds, all enforced here:
+- `max_traces` open traces: opening one more evicts the oldest;
+- `max_pending_per_trace` pending items per trace, and as many links (links never crowd out
+  pending items; a root is always kept);
+- `max_bytes` estimated bytes over all traces: the oldest traces are evicted until under it;
+- `wait_seconds`: a trace older than this is handed back by `expired` to be finished as it is.
+Traces are kept in the order they were opened, so the first is the oldest (eviction, expiry and
+`oldest_sequence` cost O(1) per trace).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Generic, TypeVar
+
+Item = TypeVar("Item")
+
+# Why traces were evicted (they label ragpulse_assembler_evictions_total).
+MAX_TRACES = "max_traces"
+MAX_SPANS_PER_TRACE = "max_spans_per_trace"
+MAX_CHUNK_BYTES = "max_chunk_bytes"
+
+
+class Added(Enum):
+    ADDED = "added"
+    DUPLICATE = "duplicate"  # an item with this key is already held (a redelivered message)
+    OVER_QUOTA = "over_quota"  # the trace holds its bound of items of this kind: not kept
+
+
+@dataclass(slots=True)
+class BufferedTrace(Generic[Item]):
+    first_seen: float
+    sequence: int  # of the request that opened it: the oldest, as sequence numbers only grow
+    items: dict[str, Item] = field(default_factory=dict)
+    pending: int = 0  # items still to be accounted for (the others are links)
+    size: int = 0  # estimated bytes held
+    has_root: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Eviction(Generic[Item]):
+    trace_id: str
+    trace: BufferedTrace[Item]
+    reason: str
+
+
+class TraceBuffer(Generic[Item]):
+    """Items by trace id, within bounds (see the module doc)."""
+
+    def __init__(
+        self, *, max_traces: int, max_pending_per_trace: int, max_bytes: int, wait_seconds: float
+    ) -> None:
+        self._max_traces = max_traces
+        self._max_pending = max_pending_per_trace
+        self._max_bytes = max_bytes
+        self._wait = wait_seconds
+        self._traces: OrderedDict[str, BufferedTrace[Item]] = OrderedDict()  # oldest first
+        self.pending = 0  # over all traces
+        self.bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._traces)
+
+    def get(self, trace_id: str) -> BufferedTrace[Item] | None:
+        return self._traces.get(trace_id)
+
+    def open(
+        self, trace_id: str, now: float, sequence: int
+    ) -> tuple[BufferedTrace[Item], list[Eviction[Item]]]:
+        """A new trace, and the oldest ones evicted to make room for it."""
+        evicted = []
+        while len(self._traces) >= self._max_traces:
+            evicted.append(self._evict_oldest(MAX_TRACES))
+        trace: BufferedTrace[Item] = BufferedTrace(first_seen=now, sequence=sequence)
+        self._traces[trace_id] = trace
+        return trace, evicted
+
+    def add(
+        self, trace: BufferedTrace[Item], key: str, item: Item, size: int, *, pending: bool, is_root: bool
+    ) -> Added:
+        if key in trace.items:
+            return Added.DUPLICATE
+        if pending:
+            if trace.pending >= self._max_pending:
+                return Added.OVER_QUOTA
+            trace.pending += 1
+            self.pending += 1
+        elif len(trace.items) - trace.pending >= self._max_pending and not is_root:
+            return Added.OVER_QUOTA
+        trace.items[key] = item
+        trace.size += size
+        self.bytes += size
+        if is_root:
+            trace.has_root = True
+        return Added.ADDED
+
+    def over_bytes(self) -> list[Eviction[Item]]:
+        """Evict the oldest traces until the held bytes are within the bound."""
+        evicted = []
+        while self.bytes > self._max_bytes and self._traces:
+            evicted.append(self._evict_oldest(MAX_CHUNK_BYTES))
+        return evicted
+
+    def remove(self, trace_id: str) -> BufferedTrace[Item]:
+        trace = self._traces.pop(trace_id)
+        self._release(trace)
+        return trace
+
+    def expired(self, now: float) -> Iterator[tuple[str, BufferedTrace[Item]]]:
+        """The traces whose wait is over, oldest first (the caller removes each it is given)."""
+        while self._traces:
+            trace_id, trace = next(iter(self._traces.items()))
+            if trace.first_seen + self._wait > now:
+                return
+            yield trace_id, trace
+            if self._traces.get(trace_id) is trace:
+                self.remove(trace_id)  # the caller kept it: never hand the same trace back twice
+
+    def traces(self) -> list[tuple[str, BufferedTrace[Item]]]:
+        return list(self._traces.items())
+
+    def oldest_sequence(self) -> int | None:
+        for trace in self._traces.values():
+            return trace.sequence
+        return None
+
+    def _evict_oldest(self, reason: str) -> Eviction[Item]:
+        trace_id, trace = self._traces.popitem(last=False)
+        self._release(trace)
+        return Eviction(trace_id, trace, reason)
+
+    def _release(self, trace: BufferedTrace[Item]) -> None:
+        self.pending -= trace.pending
+        self.bytes -= trace.size

@@ -1,0 +1,90 @@
+"""Conversations whose turns arrive as separate traces: the earlier turns of a session.
+
+Many frameworks make each turn of a conversation its own trace and name the conversation with a
+session id (`session.id`, `gen_ai.conversation.id`, a framework's thread id). A follow-up's model
+call usually carries the earlier turns in its messages; when it does not (the Responses API with
+`previous_response_id` keeps them on the server), the judge still needs them to read "and how
+much does it cost?". `Sessions` remembers the last turns of each session it saw (each turn's
+question and answer as assembled) and hands them to the next interaction of that session; they
+replace the turns read from the call's messages when they cover as many (the messages hold the
+question inside a framework's prompt template).
+
+Bounded: at most `max_sessions` sessions (least recently used evicted), each forgotten after
+`ttl_seconds` without a turn, at most `max_turns` turns per session (a turn: one user or assistant
+message), each cut to `turn_chars` characters. With the defaults that is at most
+5000 × 6 × 1000 characters (~30 MB) in the worst case, a few MB in practice. It lives in one
+replica's memory: a follow-up assembled on another replica sees the turns its own messages carry.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from agent.model import RagInteraction, Turn, without_separators
+from agent.otlp.conventions import TURN_CHARS
+from agent.otlp.rules import MAX_TURNS
+
+MAX_SESSIONS = 5000
+SESSION_TTL_SECONDS = 3600.0
+
+
+@dataclass(slots=True)
+class _Session:
+    seen: float
+    turns: list[Turn] = field(default_factory=list)
+
+
+class Sessions:
+    """The earlier turns of conversations, by session id (see the module doc)."""
+
+    def __init__(
+        self,
+        max_sessions: int = MAX_SESSIONS,
+        ttl_seconds: float = SESSION_TTL_SECONDS,
+        max_turns: int = MAX_TURNS,
+        turn_chars: int = TURN_CHARS,
+    ) -> None:
+        self._max_sessions = max_sessions
+        self._ttl = ttl_seconds
+        self._max_turns = max_turns
+        self._turn_chars = turn_chars
+        self._sessions: OrderedDict[str, _Session] = OrderedDict()  # least recently used first
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def follow(self, interaction: RagInteraction, now: float) -> RagInteraction:
+        """The interaction with its session's earlier turns when it carries none (a session's
+        first turn has none), remembered as the session's latest turn."""
+        session_id = interaction.session_id
+        if not session_id or self._max_sessions <= 0:
+            return interaction
+        self._expire(now)
+        session = self._sessions.pop(session_id, None) or _Session(now)
+        # The session's turns as assembled (the question and answer of each) read better than
+        # the call's raw messages (a framework's prompt template around the question), when they
+        # cover as many turns.
+        if session.turns and len(session.turns) >= len(interaction.earlier_turns):
+            interaction = dataclasses.replace(interaction, earlier_turns=tuple(session.turns))
+        session.seen = now
+        turns = list(interaction.earlier_turns) if interaction.earlier_turns else session.turns
+        turns = [*turns, self._turn("user", interaction.query)]
+        if interaction.response:
+            turns.append(self._turn("assistant", interaction.response))
+        session.turns = turns[-self._max_turns :]
+        self._sessions[session_id] = session
+        while len(self._sessions) > self._max_sessions:
+            self._sessions.popitem(last=False)
+        return interaction
+
+    def _turn(self, role: str, text: str) -> Turn:
+        return Turn(role, without_separators(text[: self._turn_chars]))
+
+    def _expire(self, now: float) -> None:
+        while self._sessions:
+            session = next(iter(self._sessions.values()))
+            if session.seen + self._ttl > now:
+                return
+            self._sessions.popitem(last=False)
