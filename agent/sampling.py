@@ -204,7 +204,8 @@ class RuleSampler:
         for rule in self._keep_rules:
             if rule.matches(interaction.attributes):
                 if self._keep_cap is None or self._keep_cap.take():
-                    return SamplingDecision(True, f"rule: {rule.text}")
+                    # Kept by the rule; `uniform` says whether the rate would have kept it too.
+                    return SamplingDecision(True, f"rule: {rule.text}", self._rate_keeps(interaction))
                 capped = True  # over the keep cap: sampled like any other interaction
                 break
         base = self._rates.rate(interaction.service, interaction.route)
@@ -214,6 +215,10 @@ class RuleSampler:
         if capped:
             return SamplingDecision(False, KEEP_CAP_REASON)
         return SamplingDecision(False, BUDGET_REASON if point < base else "rate")
+
+    def _rate_keeps(self, interaction: RagInteraction) -> bool:
+        rate = self._rates.rate(interaction.service, interaction.route) * self._budget.factor()
+        return trace_fraction(interaction.trace_id) < rate
 
     def ratio(self, service: str) -> float:
         return self._rates.by_service.get(service, self._rates.default) * self._budget.factor()

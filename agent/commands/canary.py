@@ -108,7 +108,7 @@ async def run_once(settings: Settings, judge_telemetry: Any, *, accept: bool = F
     from agent.metrics import METRICS
     from agent.offline.evaluate import OfflineEvaluator
     from agent.offline.records import read_items
-    from agent.probes.canary import CanaryConfig, CanaryState, compare, metric_run
+    from agent.probes.canary import CanaryState, compare, metric_run
     from agent.trust.labels import read_label_file
 
     canary = settings.canary
@@ -146,7 +146,7 @@ async def run_once(settings: Settings, judge_telemetry: Any, *, accept: bool = F
         )
     state = CanaryState(Path(canary.state_file))
     accepted, _ = state.accepted()
-    comparison = compare(run, accepted, CanaryConfig(canary.max_mean_shift, canary.max_agreement_drop))
+    comparison = compare(run, accepted, canary)
     last = state.save(run, comparison, accept=accept, judge=settings.judge.model)
     for metric, result in run.items():
         print(
