@@ -158,3 +158,12 @@ def _strongly_connected(edges: dict[str, set[str]]) -> list[set[str]]:
                         break
                 found.append(component)
     return found
+
+
+def test_the_readme_layout_names_every_package_and_module() -> None:
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("## Layout", 1)[1].split("```", 2)[1]
+    words = set(block.replace(",", " ").split())
+    names = [p.name + "/" for p in AGENT.iterdir() if p.is_dir() and (p / "__init__.py").exists()]
+    names += [p.name for p in AGENT.glob("*.py") if p.name not in ("__init__.py", "__main__.py")]
+    assert sorted(name for name in names if name not in words) == []
