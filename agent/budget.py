@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from agent.config import BudgetSettings
 from agent.infra.lifecycle import Periodic
 from agent.infra.throttled_log import ThrottledLog
 from agent.model import Spend
@@ -186,3 +187,16 @@ class BudgetController:
 
     async def shutdown(self, timeout: float) -> None:
         await self._refresher.stop()
+
+
+def build(
+    section: BudgetSettings, meter: SpendMeter, *, redis: Any = None, exhausted: Callable[[bool], object]
+) -> BudgetController:
+    """The judge budget of `section`, its ledger shared in Redis when there is a client."""
+    return BudgetController(
+        RedisLedger(redis) if redis is not None else MemoryLedger(),
+        meter,
+        calls_per_minute=section.calls_per_minute,
+        usd_per_hour=section.usd_per_hour,
+        exhausted=exhausted,
+    )

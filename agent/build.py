@@ -20,15 +20,13 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from agent import server, signals
-from agent.budget import BudgetController, MemoryLedger, RedisLedger, SpendCounter
+from agent import budget, delivery, sampling, server, signals
+from agent.budget import SpendCounter
 from agent.config import ConfigError, Settings, load_settings
-from agent.delivery import Delivery, JudgeGate, Leases
 from agent.evaluate import Evaluator
 from agent.exporters import documents, drift, results
 from agent.exporters.base import Exporter
 from agent.exporters.prometheus import PrometheusExporter
-from agent.idempotency import IdempotencyStore, MemoryIdempotency, RedisIdempotency
 from agent.infra.kafka_connect import kafka_connection
 from agent.infra.lifecycle import Lifecycle
 from agent.infra.redis import RedisConnection, redis_client
@@ -48,7 +46,7 @@ from agent.otlp.conventions.openllmetry import OpenLLMetry
 from agent.pipeline import Agent, Pipeline, Route
 from agent.probes.results import ProbeResults
 from agent.probes.scoring import ProbeScorer
-from agent.sampling import KeepRule, RateTable, RuleSampler
+from agent.sampling import KeepRule, RateTable
 from agent.series_budget import SeriesBudget
 from agent.sources.base import Source
 from agent.telemetry import JudgeTelemetry, Telemetry
@@ -174,34 +172,20 @@ def build_agent(
     for key, threshold in settings.alerts.thresholds.items():
         service, _, metric = key.rpartition("/")
         telemetry.drift.quality_threshold.labels(service, metric).set(threshold)
-    owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-    leases = settings.idempotency
     # Kafka, Redis, the OTLP results endpoint: waited for when absent at start (agent/infra/waiting.py).
     dependencies = Dependencies()
     components: list[Lifecycle] = [dependencies]  # started in order, stopped in reverse
     redis = redis_client(settings.redis.url) if settings.redis.url else None
     if redis is not None:
-        assert settings.redis.url is not None
-        dependencies.watch("Redis", settings.redis.url, redis.ping)
+        dependencies.watch("Redis", str(settings.redis.url), redis.ping)
         components.append(RedisConnection(redis))
-        idempotency: IdempotencyStore = RedisIdempotency(
-            redis, owner, leases.lease_seconds, leases.ttl_seconds
-        )
-    else:
-        idempotency = MemoryIdempotency(owner, leases.lease_seconds, leases.ttl_seconds)
     # The judge reports each call and its price here as it makes it; the budget reads it back.
     spend = SpendCounter()
-    budget = BudgetController(
-        RedisLedger(redis) if redis is not None else MemoryLedger(),
-        spend,
-        calls_per_minute=settings.budget.calls_per_minute,
-        usd_per_hour=settings.budget.usd_per_hour,
-        exhausted=telemetry.sampling.budget_exhausted.set,
+    judge_budget = budget.build(
+        settings.budget, spend, redis=redis, exhausted=telemetry.sampling.budget_exhausted.set
     )
-    components.append(budget)
-    sampling = settings.sampling
-    keep_rules = [KeepRule.parse(rule) for rule in sampling.keep_rules]
-    rates = RateTable.parse(sampling.rate, sampling.rates)
+    components.append(judge_budget)
+    sampler = sampling.build(settings.sampling, judge_budget)
     judge = build_judge(settings, telemetry.judge, redis, spend=spend)
     # Trust: prediction-powered estimates from human labels (None unless label_sample_rate > 0).
     ppi = trust.build(
@@ -213,7 +197,7 @@ def build_agent(
     production = Route(
         "production",
         Evaluator([METRICS[name]() for name in settings.metrics], judge),
-        sampler=RuleSampler(rates, keep_rules, budget, keep_per_minute=sampling.keep_max_per_minute),
+        sampler=sampler,
         # Durable exporters first: they must succeed before the in-process ones count an interaction.
         exporters=[
             *results.build(
@@ -256,7 +240,11 @@ def build_agent(
         on_overflow=lambda kind: telemetry.assembly.label_overflows.labels(kind).inc(),
     )
     assembly = settings.assembly
-    gate = JudgeGate()
+    owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"  # names this replica's leases
+    deliver = delivery.build(
+        settings.idempotency, owner, telemetry.evaluation, redis=redis,
+        max_deferrals=settings.judge.defer_max_attempts,
+    )  # fmt: skip
     pipeline = Pipeline(
         TraceAssembler(
             build_conventions(settings),
@@ -265,23 +253,12 @@ def build_agent(
             max_traces=assembly.max_traces,
             max_spans_per_trace=assembly.max_spans_per_trace,
             max_chunk_bytes=assembly.max_chunk_bytes,
-            capture=[rule.attribute for rule in keep_rules],
+            capture=sampler.rule_attributes,
         ),
         {"production": production, "probes": probes},
         # A probe is always scored and kept out of the production series and sampling.
         lambda interaction: "production" if interaction.probe is None else "probes",
-        Delivery(
-            Leases(
-                idempotency,
-                owner,
-                lease_seconds=leases.lease_seconds,
-                done_seconds=leases.ttl_seconds,
-                errors=telemetry.evaluation.idempotency_errors.inc,
-            ),
-            gate,
-            telemetry.evaluation,  # duplicates and deferrals
-            max_deferrals=settings.judge.defer_max_attempts,
-        ),
+        deliver,
         telemetry.pipeline,
         settings.pipeline,
         assembly_wait_seconds=assembly.wait_seconds,
@@ -291,7 +268,7 @@ def build_agent(
     metrics_server = server.build(
         settings.server,
         telemetry.registry,
-        {"source": source.ready, "judge": lambda: judge.healthy() and not gate.failing},
+        {"source": source.ready, "judge": lambda: judge.healthy() and not deliver.gate.failing},
         loop_lag=server.LoopLagMonitor(
             telemetry.runtime.event_loop_lag, telemetry.runtime.event_loop_lag_max
         ),

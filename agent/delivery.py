@@ -28,13 +28,15 @@ import time
 from collections import Counter, OrderedDict, deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
+from agent.config import IdempotencySettings
 from agent.evaluate import Evaluation
-from agent.idempotency import IdempotencyStore, LeaseOutcome
+from agent.idempotency import IdempotencyStore, LeaseOutcome, MemoryIdempotency, RedisIdempotency
 from agent.infra.throttled_log import ThrottledLog
 from agent.judges.base import JudgeError
 from agent.model import MetricResult, Outcome, RagInteraction, SamplingDecision
+from agent.telemetry import EvaluationTelemetry
 
 log = logging.getLogger(__name__)
 
@@ -450,3 +452,28 @@ class Delivery:
             r if r.outcome is not Outcome.ERROR else MetricResult.error(r.metric, reason, judge=r.judge)
             for r in results
         ]
+
+
+def build(
+    section: IdempotencySettings,
+    owner: str,
+    counters: EvaluationTelemetry,
+    *,
+    redis: Any = None,
+    max_deferrals: int = 5,
+) -> Delivery:
+    """Delivery with leases of `section` in Redis when there is a client (shared by the replicas),
+    else in this process; `owner` names this replica on its leases."""
+    store: IdempotencyStore
+    if redis is not None:
+        store = RedisIdempotency(redis, owner, section.lease_seconds, section.ttl_seconds)
+    else:
+        store = MemoryIdempotency(owner, section.lease_seconds, section.ttl_seconds)
+    leases = Leases(
+        store,
+        owner,
+        lease_seconds=section.lease_seconds,
+        done_seconds=section.ttl_seconds,
+        errors=counters.idempotency_errors.inc,
+    )
+    return Delivery(leases, JudgeGate(), counters, max_deferrals=max_deferrals)
