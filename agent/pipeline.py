@@ -104,9 +104,9 @@ class Pipeline:
         observers: list[Observer] = _unique([o for r in self._routes.values() for o in r.observers])
         self._observers = tuple(observers)  # on_spans and on_assembly: all intake
         exporters: list[Exporter] = _unique([e for r in self._routes.values() for e in r.exporters])
-        # Started in this order, shut down in reverse: exporters, observers, then the leases,
-        # whose done marks are written before the exporters close.
-        self._components: tuple[Lifecycle, ...] = (*exporters, *observers, self._leases)
+        # Started in this order, shut down in reverse: exporters, observers (each once, whatever
+        # roles it has), then the leases, whose done marks are written before the exporters close.
+        self._components: tuple[Lifecycle, ...] = (*_unique([*exporters, *observers]), self._leases)
         self._queue: asyncio.Queue[Job] = asyncio.Queue()
         self._ledger = WorkLedger()
         self._workers: list[asyncio.Task[None]] = []

@@ -237,3 +237,24 @@ def test_periodic_ticks_until_stopped_and_stopping_twice_is_harmless() -> None:
 
     seen = asyncio.run(scenario())
     assert len(ticks) == seen >= 3
+
+
+def test_a_component_in_several_roles_starts_and_stops_once() -> None:
+    log: list[str] = []
+
+    class Both(Watcher):
+        async def export(self, evaluated: Evaluated) -> None: ...
+
+    both = Both("both", log)
+    route = Route("main", Scorer(0.5), [both], sampler=RuleSampler(RateTable(1.0, {}, {})), observers=[both])
+
+    async def scenario() -> None:
+        pipeline = _pipeline({"main": route})
+        await pipeline.start()
+        await pipeline.shutdown(1.0)
+
+    asyncio.run(scenario())
+    assert [entry for entry in log if entry.endswith(("start", "shutdown"))] == [
+        "both.start",
+        "both.shutdown",
+    ]
