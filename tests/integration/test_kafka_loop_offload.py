@@ -27,6 +27,7 @@ from agent.build import build_agent
 from agent.config import KafkaSettings, load_settings
 from agent.otlp.decode import DecodedRequest
 from agent.pipeline import Agent
+from agent.server import MetricsServer
 from agent.sources.handover import DECODE_INLINE_BYTES, LoopTurns
 from agent.sources.kafka import KafkaSource
 from agent.telemetry import KafkaTelemetry
@@ -113,7 +114,8 @@ class InProcessKafkaAgent:
         self.thread = threading.Thread(target=self.loop.run_forever, name="agent-loop", daemon=True)
         self.thread.start()
         asyncio.run_coroutine_threadsafe(self.agent.start(), self.loop).result(WAIT)
-        self.base = f"http://127.0.0.1:{self.agent.metrics_server.bound_port}"
+        (server,) = [c for c in self.agent.components if isinstance(c, MetricsServer)]
+        self.base = f"http://127.0.0.1:{server.bound_port}"
 
     def get(self, path: str) -> int:
         """The status of GET path; raises (URLError, timeout) when the loop does not answer."""
