@@ -10,14 +10,14 @@ proportional to the factor, so the proportional step settles in one or two round
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import threading
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from agent.config import BudgetSettings
+from agent.infra.lifecycle import Periodic
 from agent.infra.throttled_log import ThrottledLog
 from agent.model import Spend
 
@@ -127,13 +127,12 @@ class BudgetController:
         self._exhausted = exhausted
         self._calls_per_minute = calls_per_minute
         self._usd_per_minute = usd_per_hour / 60.0 if usd_per_hour is not None else None
-        self._interval = interval
         self._min_factor = min_factor
         self._clock = clock
         self._meter = meter
         self._factor = 1.0
         self._recorded = meter.total()
-        self._task: asyncio.Task[None] | None = None
+        self._refresher = Periodic("budget", interval, self.refresh)
         self._log = ThrottledLog(log, 60.0)
 
     @property
@@ -181,16 +180,23 @@ class BudgetController:
 
     async def start(self) -> None:
         if self.enabled:
-            self._task = asyncio.create_task(self._run(), name="budget")
+            self._refresher.start()
 
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self._interval)
-            await self.refresh()
+    async def flush(self) -> None:
+        """Nothing held: spend is added to the ledger on every refresh."""
 
     async def shutdown(self, timeout: float) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await self._refresher.stop()
+
+
+def build(
+    section: BudgetSettings, meter: SpendMeter, *, redis: Any = None, exhausted: Callable[[bool], object]
+) -> BudgetController:
+    """The judge budget of `section`, its ledger shared in Redis when there is a client."""
+    return BudgetController(
+        RedisLedger(redis) if redis is not None else MemoryLedger(),
+        meter,
+        calls_per_minute=section.calls_per_minute,
+        usd_per_hour=section.usd_per_hour,
+        exhausted=exhausted,
+    )

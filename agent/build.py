@@ -1,16 +1,16 @@
 """The composition root: the one place that reads Settings and wires the agent from them.
 
-Besides the CLI commands, nothing else reads `Settings`: each component here gets its own small
-frozen config (or the settings section it owns). Every configuration mistake found while
-building, including those that need the rest of ragpulse to see (an unknown metric, a keep rule
-that does not parse, a calibration file that does not load), is a `ConfigError` that names the
-setting, where it came from and its environment variable.
+Besides the CLI commands, nothing else reads `Settings`. Each component takes its own settings
+section (the section *is* its config), its telemetry group and its dependencies, through its
+module's `build(section, telemetry, ...)`; what is left here is wiring, and the checks that need
+more than one section or the rest of ragpulse to see (an unknown metric, a keep rule that does
+not parse, a calibration file that does not load). Every configuration mistake is a
+`ConfigError` that names the setting, where it came from and its environment variable.
 """
 
 from __future__ import annotations
 
 import functools
-import logging
 import os
 import socket
 import uuid
@@ -20,24 +20,21 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from agent.budget import BudgetController, MemoryLedger, RedisLedger, SpendCounter, SpendLedger
-from agent.config import ConfigError, KafkaSettings, Settings, load_settings
-from agent.drift import DriftConfig
-from agent.drift_store import RedisDriftStore
+from agent import budget, delivery, sampling, server, signals
+from agent.budget import SpendCounter
+from agent.config import ConfigError, Settings, load_settings
 from agent.evaluate import Evaluator
+from agent.exporters import documents, drift, results
 from agent.exporters.base import Exporter
-from agent.exporters.documents import DocumentsConfig, DocumentSummary
-from agent.exporters.drift import DriftAggregator
-from agent.exporters.prometheus import MetricsServer, PrometheusExporter
-from agent.idempotency import IdempotencyStore, MemoryIdempotency, RedisIdempotency
-from agent.infra.endpoint_security import EndpointSecurity, load_web_config, otlp_security
-from agent.infra.looplag import LoopLagMonitor
+from agent.exporters.prometheus import PrometheusExporter
+from agent.infra.kafka_connect import kafka_connection
+from agent.infra.lifecycle import Lifecycle
+from agent.infra.redis import RedisConnection, redis_client
 from agent.infra.waiting import Dependencies
+from agent.judges import stack
 from agent.judges.base import Judge, SpendSink
-from agent.judges.cache import CachedJudge, MemoryVerdictCache, VerdictCache
+from agent.judges.cache import CachedJudge, VerdictCache
 from agent.judges.instrumented import InstrumentedJudge
-from agent.judges.local import LexicalJudge
-from agent.judges.offload import BoundedJudge
 from agent.judges.redacting import RedactingJudge
 from agent.metrics import METRICS
 from agent.otlp.assemble import Labeller, TraceAssembler
@@ -46,27 +43,17 @@ from agent.otlp.conventions.genai import GenAI
 from agent.otlp.conventions.manual import Manual
 from agent.otlp.conventions.openinference import OpenInference
 from agent.otlp.conventions.openllmetry import OpenLLMetry
-from agent.pipeline import Agent, Pipeline, PipelineConfig, ProbeStage
-from agent.probes.results import ProbeResults, ProbeResultsConfig
-from agent.probes.scoring import ProbeScorer, ProbeScoring
-from agent.sampling import KeepRule, RateTable, RuleSampler
+from agent.pipeline import Agent, Pipeline, Route
+from agent.probes.results import ProbeResults
+from agent.probes.scoring import ProbeScorer
+from agent.sampling import KeepRule, RateTable
 from agent.series_budget import SeriesBudget
-from agent.signals import SignalRecorder, SignalsConfig
 from agent.sources.base import Source
-from agent.sources.otlp_http import OtlpHttpSource
-from agent.telemetry import (
-    IntakeTelemetry,
-    JudgeTelemetry,
-    Telemetry,
-)
-from agent.trust.aggregator import PpiAggregator, PpiConfig, rate_sampled
+from agent.telemetry import JudgeTelemetry, Telemetry
+from agent.trust import aggregator as trust
 from agent.trust.calibration import CalibrationError, load_calibrations
-from agent.trust.label_sampling import LabelSampler
 
-log = logging.getLogger(__name__)
-
-
-# -- Checks that need the rest of ragpulse ------------------------------------------------------
+# -- Checks that need more than one section, or the rest of ragpulse -----------------------------
 
 
 def check_settings(settings: Settings) -> None:
@@ -104,60 +91,30 @@ def load_checked_settings(**sources: Any) -> Settings:
 
 
 def _check_redaction(settings: Settings) -> None:
-    from agent.redact import BUILTIN_KINDS, RedactionConfigError, RedactionRules, Redactor
+    from agent.redact import BUILTIN_KINDS, RedactionConfigError
+    from agent.redact import build as build_redactor
 
     unknown = sorted(set(settings.security.kinds) - set(BUILTIN_KINDS))
     if unknown:
         raise settings.error("redact_kinds", f"unknown kind(s) {unknown}; choose from {list(BUILTIN_KINDS)}")
     try:
-        Redactor(RedactionRules(patterns=settings.security.patterns))
+        build_redactor(settings.security)
     except RedactionConfigError as exc:
         raise settings.error("redact_patterns", str(exc)) from None
 
 
-# -- Components ----------------------------------------------------------------------------------
+# -- The judge (also built by the commands) ------------------------------------------------------
 
 
-# The judge metrics use: cache → instruments → local or LLM judge, behind redaction when it is on.
 def build_verdict_cache(settings: Settings, telemetry: JudgeTelemetry, redis: Any = None) -> VerdictCache:
     """Redis when configured (sharing `redis`, the agent's one client, if given), else in-process."""
-    if settings.redis.url is None:
-        return MemoryVerdictCache(settings.cache.max_entries)
-    from agent.judges.redis_cache import RedisVerdictCache, redis_client
-
-    return RedisVerdictCache(
-        redis if redis is not None else redis_client(settings.redis.url),
-        settings.cache.ttl_seconds,
-        telemetry,
-        prefix=settings.cache.key_prefix,
-    )
+    if redis is None and settings.redis.url is not None:
+        redis = redis_client(settings.redis.url)
+    return stack.build_cache(settings.cache, telemetry, redis)
 
 
 def build_inner_judge(settings: Settings, telemetry: JudgeTelemetry, spend: SpendSink | None = None) -> Judge:
-    """The judge that does the work, without cache or instruments. An LLM judge reports its token
-    usage to `telemetry` and the USD it costs to `spend` (the judge budget)."""
-    if settings.judge.model == "embedding":
-        from agent.judges.embedding import EmbeddingJudge
-
-        return EmbeddingJudge()
-    if settings.judge.is_local:
-        return LexicalJudge()
-    # Imported here: it loads litellm, which a local-judge deployment never needs.
-    from agent.judges.llm import LLMJudge, LLMJudgeOptions
-
-    key = settings.judge.api_key.get_secret_value() if settings.judge.api_key else None
-    options = LLMJudgeOptions(
-        api_base=settings.judge.api_base,
-        api_key=key,
-        timeout=settings.judge.timeout_seconds,
-        max_retries=settings.judge.max_retries,
-        retry_max_elapsed=settings.judge.retry_max_elapsed_seconds,
-        breaker_failures=settings.judge.breaker_failures,
-        breaker_cooldown=settings.judge.breaker_cooldown_seconds,
-        max_concurrency=settings.judge.max_concurrency,
-        structured_output=settings.judge.structured_output,
-    )
-    return LLMJudge(settings.judge.model, options, usage=telemetry, spend=spend)
+    return stack.build_inner(settings.judge, telemetry, spend)
 
 
 def build_judge(
@@ -168,249 +125,17 @@ def build_judge(
     cached: bool = True,
     spend: SpendSink | None = None,
 ) -> CachedJudge | RedactingJudge | InstrumentedJudge:
-    """The judge metrics use: verdict cache in front of an instrumented local or LLM judge, behind
-    redaction of personal data when `settings.redacts` (so cache keys see redacted text only).
-    `cached=False` leaves the cache out (for questions whose answers it does not keep, such as a
-    report's reasons) and nothing else: redaction stays in front.
+    """The judge metrics use (agent/judges/stack.py), behind redaction of personal data when
+    `settings.redacts`. `cached=False` leaves the cache out (for questions whose answers it does
+    not keep, such as a report's reasons) and nothing else: redaction stays in front."""
+    from agent.redact import build as build_redactor
 
-    `healthy()` on the result is False while an LLM judge's circuit breaker is open. Texts are cut
-    to `judge_max_text_chars`, and local judges compute in worker threads, off the event loop.
-    Every call that reaches the judge, and its price, is reported to `spend` (the judge budget).
-    """
-    bounded = BoundedJudge(
-        build_inner_judge(settings, telemetry, spend),
-        max_text_chars=settings.judge.max_text_chars,
-        offload=settings.judge.is_local,
-        on_truncate=telemetry.texts_truncated.inc,
-    )
-    judge: CachedJudge | InstrumentedJudge = InstrumentedJudge(bounded, telemetry, spend)
-    if cached:
-        judge = CachedJudge(judge, build_verdict_cache(settings, telemetry, redis), telemetry)
-    if not settings.redacts:
-        return judge
-    from agent.redact import RedactionRules, Redactor
-
-    rules = RedactionRules(
-        kinds=settings.security.kinds,
-        patterns=settings.security.patterns,
-        allow=settings.security.allow,
-        phone_regions=settings.security.phone_regions,
-    )
-    return RedactingJudge(judge, Redactor(rules), telemetry)
-
-
-def drift_config(settings: Settings) -> DriftConfig:
-    drift = settings.drift
-    return DriftConfig(
-        baseline_size=drift.baseline_size, window=drift.window, threshold=drift.threshold, alpha=drift.alpha
-    )
-
-
-def build_signals(settings: Settings, telemetry: Telemetry, redis: Any) -> SignalRecorder:
-    """The signals of every interaction; their drift state in Redis beside the judged scores'."""
-    drift = settings.drift
-    return SignalRecorder(
-        telemetry.signals,
-        SignalsConfig(
-            overlap_per_second=settings.signals.overlap_per_second,
-            drift_batch=settings.signals.drift_batch,
-            drift=drift_config(settings),
-        ),
-        store=RedisDriftStore(redis, drift.state_ttl_seconds) if redis is not None else None,
-        save_interval=drift.save_interval_seconds,
-        on_store_error=lambda operation: telemetry.drift.state_errors.labels(operation).inc(),
-    )
-
-
-def kafka_connection(kafka: KafkaSettings) -> dict[str, Any]:
-    """kafka-python options shared by the consumer, the results producer and `label-queue`."""
-    password = kafka.sasl_password
-    optional = {
-        "sasl_mechanism": kafka.sasl_mechanism,
-        "sasl_plain_username": kafka.sasl_username,
-        "sasl_plain_password": password.get_secret_value() if password else None,
-        "ssl_cafile": kafka.ssl_cafile,
-        "ssl_certfile": kafka.ssl_certfile,
-        "ssl_keyfile": kafka.ssl_keyfile,
-    }
-    return {
-        "bootstrap_servers": list(kafka.bootstrap),
-        "security_protocol": kafka.security_protocol,
-        **{k: v for k, v in optional.items() if v is not None},
-    }
-
-
-def build_source(
-    settings: Settings, telemetry: Telemetry, dependencies: Dependencies | None = None
-) -> Source:
-    if settings.source == "kafka":
-        # Imported here so the embedded default never loads the Kafka client.
-        from agent.sources.kafka import KafkaSource, KafkaSourceConfig
-
-        kafka = settings.kafka
-        config = KafkaSourceConfig(
-            connection=kafka_connection(kafka),
-            topic=kafka.topic,
-            group_id=kafka.group_id,
-            encoding=kafka.encoding,
-            auto_offset_reset=kafka.auto_offset_reset,
-            session_timeout_ms=kafka.session_timeout_ms,
-            heartbeat_interval_ms=kafka.heartbeat_interval_ms,
-            max_poll_interval_ms=kafka.max_poll_interval_ms,
-            max_partition_fetch_bytes=kafka.max_partition_fetch_bytes,
-            fetch_max_bytes=kafka.fetch_max_bytes,
-            commit_interval_seconds=kafka.commit_interval_seconds,
-        )
-        return KafkaSource(config, telemetry.kafka, dependencies=dependencies)
-    otlp = settings.otlp
-    http = OtlpHttpSource(
-        *otlp.address,
-        max_body_bytes=otlp.max_body_bytes,
-        telemetry=telemetry.intake,
-        # 401s are counted with the receiver's other refusals (reason "unauthorized").
-        security=otlp_security(otlp),
-    )
-    grpc_address = otlp.grpc_address
-    if grpc_address is None:
-        return http
-    # Imported here so that disabling gRPC never loads grpcio.
-    from agent.sources.composite import CompositeSource
-    from agent.sources.grpc_security import interceptors, server_credentials
-    from agent.sources.otlp_grpc import SOURCE as GRPC_SOURCE
-    from agent.sources.otlp_grpc import OtlpGrpcSource
-
-    unauthorized = telemetry.intake.requests_refused.labels(GRPC_SOURCE, "unauthorized").inc
-    grpc = OtlpGrpcSource(
-        *grpc_address,
-        max_body_bytes=otlp.max_body_bytes,
-        refused=telemetry.intake.requests_refused,
-        # The same TLS, mTLS and bearer-token settings as OTLP/HTTP (agent/sources/grpc_security.py).
-        credentials=server_credentials(otlp),
-        interceptors=interceptors(otlp, unauthorized),
-    )
-    return CompositeSource([http, grpc])
-
-
-def build_exporters(
-    settings: Settings,
-    telemetry: Telemetry,
-    redis: Any = None,
-    ppi: PpiAggregator | None = None,
-    dependencies: Dependencies | None = None,
-) -> list[Exporter]:
-    exporters: list[Exporter] = []
-    results = settings.results
-    if results.topic:
-        from agent.exporters.kafka_results import KafkaResultsExporter
-
-        exporters.append(
-            KafkaResultsExporter(
-                kafka_connection(settings.kafka),
-                results.topic,
-                include_text=results.include_text,
-                documents_key=settings.documents.key,
-                label_sampler=ppi.sampler if ppi is not None else None,
-                dependencies=dependencies,
-            )
-        )
-    if results.otlp_endpoint:
-        from agent.exporters.otlp_results import OtlpResultsExporter
-
-        exporters.append(
-            OtlpResultsExporter(
-                results.otlp_endpoint,
-                telemetry.evaluation,
-                headers=results.otlp_header_map,
-                include_text=results.include_text,
-                documents_key=settings.documents.key,
-                timeout_seconds=results.otlp_timeout_seconds,
-                dependencies=dependencies,
-            )
-        )
-    # In-process exporters last: they count an interaction only once the durable ones succeeded.
-    exporters.append(PrometheusExporter(telemetry.evaluation))
-    drift = settings.drift
-    store = RedisDriftStore(redis, drift.state_ttl_seconds) if redis is not None else None
-    exporters.append(
-        DriftAggregator(
-            telemetry.drift,
-            drift_config(settings),
-            drift.max_series,
-            store=store,
-            save_interval=drift.save_interval_seconds,
-        )
-    )
-    documents = DocumentsConfig(
-        top_n=settings.documents.top_n, max_services=settings.series.max_pairs, key=settings.documents.key
-    )
-    exporters.append(DocumentSummary(telemetry.documents, documents))
-    if ppi is not None:
-        exporters.append(ppi)
-    return exporters
-
-
-def build_ppi(
-    settings: Settings,
-    telemetry: Telemetry,
-    keep_rules: Sequence[KeepRule],
-    rates: RateTable,
-    budget: BudgetController,
-) -> PpiAggregator | None:
-    """The streaming prediction-powered estimate as configured; None when label sampling is off."""
-    trust = settings.trust
-    if trust.label_sample_rate <= 0:
-        if trust.calibration_file:
-            log.warning("calibration_file is set but label_sample_rate is 0: no estimate uses it")
-        return None
-    calibrations = load_calibrations(Path(trust.calibration_file)) if trust.calibration_file else None
-    for calibration in calibrations.calibrations.values() if calibrations else ():
-        judge = calibration.fitted_on.get("judge")
-        if judge and judge != settings.judge.model:
-            log.warning(
-                "calibration of %s was fitted on judge %s, but the judge is %s: re-run ragpulse calibrate",
-                calibration.metric, judge, settings.judge.model,
-            )  # fmt: skip
-        thresholds = ", ".join(
-            f"{t.target}>={t.goal:g} below {t.threshold:g}"
-            for t in calibration.thresholds
-            if t.threshold is not None
-        )
-        log.info(
-            "calibration of %s loaded (%s, %s labels)%s",
-            calibration.metric, calibration.method, calibration.fitted_on.get("items", "?"),
-            f"; problem thresholds: {thresholds}" if thresholds else "",
-        )  # fmt: skip
-    return PpiAggregator(
-        telemetry.trust,
-        PpiConfig(
-            window_seconds=trust.ppi_window_seconds,
-            min_labels=trust.ppi_min_labels,
-            windows_kept=trust.ppi_windows_kept,
-            max_series=settings.drift.max_series,
-            max_pending=trust.label_max_pending,
-        ),
-        LabelSampler(
-            trust.label_sample_rate,
-            trust.label_oversample,
-            (trust.label_uncertain_low, trust.label_uncertain_high),
-        ),
-        calibrations=calibrations,
-        uniform=rate_sampled(keep_rules, rates, budget),
-    )
-
-
-def build_probe_stage(settings: Settings, telemetry: Telemetry, redis: Any = None) -> ProbeStage:
-    """Probe traces: scored always, with the reference-based metrics, by the configured judge
-    through a stack of its own that reports no spend to the budget (its calls are still counted
-    in ragpulse_judge_*), into the probe series only."""
-    probes = settings.probes
-    return ProbeStage(
-        ProbeScorer(
-            ProbeScoring(tuple(settings.metrics), probes.k), build_judge(settings, telemetry.judge, redis)
-        ),
-        ProbeResults(
-            telemetry.probes, ProbeResultsConfig(pass_score=probes.pass_score, max_sets=probes.max_sets)
-        ),
+    return stack.build(
+        settings.judge,
+        telemetry,
+        cache=build_verdict_cache(settings, telemetry, redis) if cached else None,
+        redactor=build_redactor(settings.security) if settings.redacts else None,
+        spend=spend,
     )
 
 
@@ -421,11 +146,20 @@ def build_conventions(settings: Settings) -> list[Convention]:
     return [OpenInference(keys), OpenLLMetry(keys), GenAI(keys), Manual(keys)]
 
 
-def metrics_security(settings: Settings, telemetry: IntakeTelemetry) -> EndpointSecurity:
-    if not settings.server.web_config_file:
-        return EndpointSecurity()
-    refused = telemetry.requests_refused.labels("metrics", "unauthorized").inc
-    return load_web_config(settings.server.web_config_file).security(refused)
+def build_source(
+    settings: Settings, telemetry: Telemetry, dependencies: Dependencies | None = None
+) -> Source:
+    if settings.source == "kafka":
+        # Imported here so the embedded default never loads the Kafka client.
+        from agent.sources import kafka
+
+        return kafka.build(settings.kafka, telemetry.kafka, dependencies)
+    from agent.sources import otlp_http
+
+    return otlp_http.build(settings.otlp, telemetry.intake)
+
+
+# -- The agent -----------------------------------------------------------------------------------
 
 
 def build_agent(
@@ -438,86 +172,110 @@ def build_agent(
     for key, threshold in settings.alerts.thresholds.items():
         service, _, metric = key.rpartition("/")
         telemetry.drift.quality_threshold.labels(service, metric).set(threshold)
-    redis = None
-    owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-    leases = settings.idempotency
-    idempotency: IdempotencyStore
-    ledger: SpendLedger
     # Kafka, Redis, the OTLP results endpoint: waited for when absent at start (agent/infra/waiting.py).
     dependencies = Dependencies()
-    if settings.redis.url:
-        from agent.judges.redis_cache import redis_client
-
-        redis = redis_client(settings.redis.url)
-        dependencies.watch("Redis", settings.redis.url, redis.ping)
-        idempotency = RedisIdempotency(redis, owner, leases.lease_seconds, leases.ttl_seconds)
-        ledger = RedisLedger(redis)
-    else:
-        idempotency = MemoryIdempotency(owner, leases.lease_seconds, leases.ttl_seconds)
-        ledger = MemoryLedger()
+    components: list[Lifecycle] = [dependencies]  # started in order, stopped in reverse
+    redis = redis_client(settings.redis.url) if settings.redis.url else None
+    if redis is not None:
+        dependencies.watch("Redis", str(settings.redis.url), redis.ping)
+        components.append(RedisConnection(redis))
     # The judge reports each call and its price here as it makes it; the budget reads it back.
     spend = SpendCounter()
-    budget = BudgetController(
-        ledger,
-        spend,
-        calls_per_minute=settings.budget.calls_per_minute,
-        usd_per_hour=settings.budget.usd_per_hour,
-        exhausted=telemetry.sampling.budget_exhausted.set,
+    judge_budget = budget.build(
+        settings.budget, spend, redis=redis, exhausted=telemetry.sampling.budget_exhausted.set
     )
-    sampling = settings.sampling
-    keep_rules = [KeepRule.parse(rule) for rule in sampling.keep_rules]
-    rates = RateTable.parse(sampling.rate, sampling.rates)
-    sampler = RuleSampler(rates, keep_rules, budget, keep_per_minute=sampling.keep_max_per_minute)
+    components.append(judge_budget)
+    sampler = sampling.build(settings.sampling, judge_budget)
+    judge = build_judge(settings, telemetry.judge, redis, spend=spend)
     # Trust: prediction-powered estimates from human labels (None unless label_sample_rate > 0).
-    ppi = build_ppi(settings, telemetry, keep_rules, rates, budget)
+    ppi = trust.build(
+        settings.trust,
+        telemetry.trust,
+        max_series=settings.drift.max_series,
+        judge_model=settings.judge.model,
+    )
+    production = Route(
+        "production",
+        Evaluator([METRICS[name]() for name in settings.metrics], judge),
+        sampler=sampler,
+        # Durable exporters first: they must succeed before the in-process ones count an interaction.
+        exporters=[
+            *results.build(
+                settings.results,
+                telemetry.evaluation,
+                kafka_connection=kafka_connection(settings.kafka),
+                documents_key=settings.documents.key,
+                dependencies=dependencies,
+            ),
+            PrometheusExporter(telemetry.evaluation),
+            drift.build(settings.drift, telemetry.drift, redis),
+            documents.build(settings.documents, telemetry.documents, max_services=settings.series.max_pairs),
+            *([ppi] if ppi is not None else []),
+            *observers,
+        ],
+        observers=[
+            signals.build(
+                settings.signals,
+                telemetry.signals,
+                drift=settings.drift,
+                drift_telemetry=telemetry.drift,
+                redis=redis,
+            ),
+            *([ppi] if ppi is not None else []),
+        ],
+        markers=[ppi] if ppi is not None else [],
+    )
+    # Probe traces: scored always, with the reference-based metrics, by the configured judge
+    # through a stack of its own that reports no spend to the budget, into the probe series only.
+    probe_results = ProbeResults(telemetry.probes, settings.probes)
+    probes = Route(
+        "probes",
+        ProbeScorer(settings.probes, build_judge(settings, telemetry.judge, redis), settings.metrics),
+        exporters=[probe_results],
+        observers=[probe_results],
+    )
     series_budget = SeriesBudget(
         settings.series.max_pairs,
         settings.series.max_routes,
         on_overflow=lambda kind: telemetry.assembly.label_overflows.labels(kind).inc(),
     )
     assembly = settings.assembly
-    judge = build_judge(settings, telemetry.judge, redis, spend=spend)
+    owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"  # names this replica's leases
+    deliver = delivery.build(
+        settings.idempotency, owner, telemetry.evaluation, redis=redis,
+        max_deferrals=settings.judge.defer_max_attempts,
+    )  # fmt: skip
     pipeline = Pipeline(
-        assembler=TraceAssembler(
+        TraceAssembler(
             build_conventions(settings),
             Labeller(assembly.route_attributes, series_budget),
             wait_seconds=assembly.wait_seconds,
             max_traces=assembly.max_traces,
             max_spans_per_trace=assembly.max_spans_per_trace,
             max_chunk_bytes=assembly.max_chunk_bytes,
-            capture=[rule.attribute for rule in keep_rules],
+            capture=sampler.rule_attributes,
         ),
-        sampler=sampler,
-        evaluator=Evaluator([METRICS[name]() for name in settings.metrics], judge),
-        exporters=[*build_exporters(settings, telemetry, redis, ppi, dependencies), *observers],
-        intake=telemetry.intake,
-        assembly=telemetry.assembly,
-        sampling=telemetry.sampling,
-        evaluation=telemetry.evaluation,
-        idempotency=idempotency,
-        config=PipelineConfig(
-            max_pending=settings.pipeline.max_pending,
-            concurrency=settings.pipeline.eval_concurrency,
-            assembly_wait_seconds=assembly.wait_seconds,
-            lease_seconds=leases.lease_seconds,
-            done_seconds=leases.ttl_seconds,
-            owner=owner,
-            max_deferrals=settings.judge.defer_max_attempts,
-        ),
-        label_spans=ppi.observe_spans if ppi is not None else None,
+        {"production": production, "probes": probes},
+        # A probe is always scored and kept out of the production series and sampling.
+        lambda interaction: "production" if interaction.probe is None else "probes",
+        deliver,
+        telemetry.pipeline,
+        settings.pipeline,
+        assembly_wait_seconds=assembly.wait_seconds,
         dependencies=dependencies,
-        signals=build_signals(settings, telemetry, redis),
-        probes=build_probe_stage(settings, telemetry, redis),
     )
     source = build_source(settings, telemetry, dependencies)
-    gate = pipeline.gate
-    readiness = {"source": source.ready, "judge": lambda: judge.healthy() and not gate.failing}
-    metrics_server = MetricsServer(
+    metrics_server = server.build(
+        settings.server,
         telemetry.registry,
-        *settings.server.address,
-        checks=readiness,
-        loop_lag=LoopLagMonitor(telemetry.runtime),
-        security=metrics_security(settings, telemetry.intake),
+        {
+            "source": source.ready,
+            "judge": lambda: False if deliver.gate.failing else (judge.problem() or judge.healthy()),
+        },
+        loop_lag=server.LoopLagMonitor(
+            telemetry.runtime.event_loop_lag, telemetry.runtime.event_loop_lag_max
+        ),
+        refused=telemetry.intake.requests_refused.labels("metrics", "unauthorized").inc,
         dependencies=dependencies,
     )
     self_check: Callable[[], Coroutine[Any, Any, object]] | None = None
@@ -528,12 +286,11 @@ def build_agent(
     return Agent(
         source,
         pipeline,
-        budget,
-        metrics_server,
-        redis,
+        # The server first (/healthz answers while the rest starts), and last to stop.
+        [metrics_server, *components],
         self_check,
-        dependencies=dependencies,
         shutdown_timeout=settings.pipeline.shutdown_timeout_seconds,
+        dependencies=dependencies,
         # A Kafka source redelivers what is left uncommitted, so incomplete traces stay buffered
         # (uncommitted) for the partition's next owner instead of being assembled half-read.
         flush_incomplete=settings.source != "kafka",

@@ -57,11 +57,13 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--log-level", type=str.upper, choices=["DEBUG", "INFO", "WARNING", "ERROR"])
         return p
 
-    with_settings(commands.add_parser("run", help="run the agent (embedded defaults without config)"))
+    # One style for every subcommand: a parser whose `handler(args, settings)` runs the command
+    # once the settings are loaded and checked; those of other modules register themselves.
+    run = with_settings(commands.add_parser("run", help="run the agent (embedded defaults without config)"))
+    run.set_defaults(handler=_run_command)
     validate = with_settings(commands.add_parser("validate-config", help="check settings and print them"))
     validate.add_argument("--list", action="store_true", help="list every setting with its env var")
-    # Subcommands that live in their own modules, each registering its parser and `handler`:
-    # "demo" and "demo-app" in agent/commands/demo.py, "eval" in agent/commands/eval.py.
+    validate.set_defaults(handler=_validate_command)
     from agent.commands.canary import register as register_canary
     from agent.commands.demo import register as register_demo
     from agent.commands.eval import register as register_eval
@@ -73,7 +75,8 @@ def _parser() -> argparse.ArgumentParser:
     register_probe(commands, with_settings)
     register_canary(commands, with_settings)
     register_testset(commands, with_settings)
-    add_trust_commands(commands)  # calibrate, label-queue (agent/commands/calibrate.py)
+    # calibrate, label-queue (agent/commands/calibrate.py) read their settings themselves.
+    add_trust_commands(commands)
     return parser
 
 
@@ -218,12 +221,15 @@ def _main(args: argparse.Namespace, loaded: list[Settings]) -> int:
     settings = _settings(args)
     loaded.append(settings)
     configure_logging(settings)  # from here on, known secrets are masked in every log line
-    if args.command == "validate-config":
-        print(display_settings(settings))
-        return 0
-    handler = getattr(args, "handler", None)
-    if handler is not None:
-        return int(handler(args, settings))
+    return int(args.handler(args, settings))
+
+
+def _validate_command(args: argparse.Namespace, settings: Settings) -> int:
+    print(display_settings(settings))
+    return 0
+
+
+def _run_command(args: argparse.Namespace, settings: Settings) -> int:
     _check_protobuf_backend()
     try:
         asyncio.run(_run(settings))

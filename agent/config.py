@@ -15,10 +15,11 @@ checked by agent/build.py, which raises the same `ConfigError`.
 from __future__ import annotations
 
 import difflib
+import functools
 import json
 import logging
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
@@ -70,19 +71,46 @@ def split_host_port(value: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def _prefixed(prefix: str) -> Callable[[str], str]:
-    return lambda name: prefix + name
+# Flat names (environment variables without RAGPULSE_, `--set` names) are `<section>_<field>`,
+# except those users have always known by another name: this table is the one place they live.
+_LEGACY_PREFIXES = {
+    "server": "metrics_",
+    "sampling": "sample_",
+    "alerts": "alert_",
+    "security": "redact_",
+    "pipeline": "",
+    "trust": "",
+}
+_LEGACY_NAMES = {
+    ("assembly", "route_attributes"): "route_attributes",
+    ("series", "max_routes"): "max_label_values",
+    ("series", "max_pairs"): "max_label_pairs",
+    ("security", "log_prompts"): "log_prompts",
+}
 
 
-def _section(prefix: str) -> ConfigDict:
-    # The alias of a field is its flat name (environment variable without RAGPULSE_, --set name).
-    return ConfigDict(frozen=True, extra="forbid", populate_by_name=True, alias_generator=_prefixed(prefix))
+def flat_name(section: str, field: str) -> str:
+    """The flat name of `field` of settings section `section`."""
+    legacy = _LEGACY_NAMES.get((section, field))
+    if legacy is not None:
+        return legacy
+    return _LEGACY_PREFIXES.get(section, f"{section}_") + field
+
+
+def _section(section: str) -> ConfigDict:
+    # The alias of a field is its flat name.
+    return ConfigDict(
+        frozen=True,
+        extra="forbid",
+        populate_by_name=True,
+        alias_generator=functools.partial(flat_name, section),
+    )
 
 
 class ServerSettings(BaseModel):
     """The HTTP server of /metrics, /healthz and /readyz."""
 
-    model_config = _section("metrics_")
+    model_config = _section("server")
 
     listen: str = Field("127.0.0.1:9464", description="HOST:PORT serving /metrics, /healthz and /readyz.")
     web_config_file: str | None = Field(
@@ -105,7 +133,7 @@ class ServerSettings(BaseModel):
 class OtlpSettings(BaseModel):
     """The embedded OTLP receivers (source otlp-http) and their security."""
 
-    model_config = _section("otlp_")
+    model_config = _section("otlp")
 
     listen: str = Field("127.0.0.1:4318", description="HOST:PORT of the OTLP/HTTP receiver.")
     # OTLP/gRPC beside OTLP/HTTP in the embedded default (most SDKs and the Collector default to it).
@@ -154,7 +182,7 @@ class OtlpSettings(BaseModel):
 class KafkaSettings(BaseModel):
     """The Kafka consumer group (source kafka) and the connection the results producer shares."""
 
-    model_config = _section("kafka_")
+    model_config = _section("kafka")
 
     bootstrap: tuple[str, ...] = Field(
         ("127.0.0.1:9092",), description="Kafka bootstrap servers, comma-separated HOST:PORT."
@@ -201,7 +229,7 @@ class KafkaSettings(BaseModel):
 class ResultsSettings(BaseModel):
     """Where each evaluated interaction is published (off unless a topic or endpoint is set)."""
 
-    model_config = _section("results_")
+    model_config = _section("results")
 
     topic: str | None = Field(
         None, description="Kafka topic receiving each evaluated interaction as OTLP (unset = off)."
@@ -256,7 +284,7 @@ def _port_of(parts: Any) -> int | None:
 class JudgeSettings(BaseModel):
     """Which judge answers the metrics' questions, and how it is called."""
 
-    model_config = _section("judge_")
+    model_config = _section("judge")
 
     model: str = Field(
         "lexical",
@@ -310,7 +338,7 @@ class JudgeSettings(BaseModel):
 class RedisSettings(BaseModel):
     """The shared Redis (verdict cache, idempotency keys, judge budget, drift state)."""
 
-    model_config = _section("redis_")
+    model_config = _section("redis")
 
     url: str | None = Field(
         None, description="redis://... for the shared verdict cache; unset = in-process LRU."
@@ -343,7 +371,7 @@ class RedisSettings(BaseModel):
 class CacheSettings(BaseModel):
     """The verdict cache (Redis when redis_url is set, else an in-process LRU)."""
 
-    model_config = _section("cache_")
+    model_config = _section("cache")
 
     ttl_seconds: int = Field(7 * 24 * 3600, gt=0, description="Lifetime of a cached verdict.")
     max_entries: int = Field(100_000, gt=0, description="Size of the in-process LRU cache.")
@@ -355,7 +383,7 @@ class CacheSettings(BaseModel):
 class SamplingSettings(BaseModel):
     """Which interactions are scored."""
 
-    model_config = _section("sample_")
+    model_config = _section("sampling")
 
     rate: float = Field(1.0, ge=0.0, le=1.0, description="Fraction of interactions scored.")
     rates: tuple[str, ...] = Field(
@@ -376,7 +404,7 @@ class SamplingSettings(BaseModel):
 class BudgetSettings(BaseModel):
     """Judge spend across replicas; sampling slows above it."""
 
-    model_config = _section("budget_")
+    model_config = _section("budget")
 
     calls_per_minute: float | None = Field(
         None, gt=0, description="Judge calls per minute across all replicas; sampling slows above it."
@@ -389,7 +417,7 @@ class BudgetSettings(BaseModel):
 class IdempotencySettings(BaseModel):
     """Leases that keep an interaction scored once across replicas."""
 
-    model_config = _section("idempotency_")
+    model_config = _section("idempotency")
 
     lease_seconds: float = Field(
         60.0, gt=0, description="How long a replica's lease on an interaction blocks the others."
@@ -402,11 +430,10 @@ class IdempotencySettings(BaseModel):
 class AssemblySettings(BaseModel):
     """How spans are joined into interactions, and the bounds of the trace buffer."""
 
-    model_config = _section("assembly_")
+    model_config = _section("assembly")
 
     route_attributes: tuple[str, ...] = Field(
         ("http.route",),
-        alias="route_attributes",
         description="Span attributes tried in order for the route label; the span name is the fallback.",
     )
     wait_seconds: float = Field(
@@ -435,18 +462,16 @@ class AssemblySettings(BaseModel):
 class SeriesSettings(BaseModel):
     """The series budget: bounds on the label values of every exported series."""
 
-    model_config = _section("series_")
+    model_config = _section("series")
 
     max_routes: int = Field(
         100,
         gt=0,
-        alias="max_label_values",
         description="Distinct routes per service before that service's others are '__other__'.",
     )
     max_pairs: int = Field(
         500,
         gt=0,
-        alias="max_label_pairs",
         description="Series budget: distinct (service, route) label pairs; beyond it an interaction is "
         "labelled (service, '__other__') or ('__other__', '__other__'). Every series with service and "
         "route labels is bounded by it.",
@@ -456,7 +481,7 @@ class SeriesSettings(BaseModel):
 class PipelineSettings(BaseModel):
     """The evaluation worker pool and its admission control."""
 
-    model_config = _section("")
+    model_config = _section("pipeline")
 
     eval_concurrency: int = Field(
         32, gt=0, description="Interactions evaluated concurrently (each waits on judge calls)."
@@ -472,7 +497,7 @@ class PipelineSettings(BaseModel):
 class DriftSettings(BaseModel):
     """The drift detectors (per service, route and metric)."""
 
-    model_config = _section("drift_")
+    model_config = _section("drift")
 
     baseline_size: int = Field(
         1000, ge=10, description="Scores per series learnt as the baseline before drift is judged."
@@ -495,7 +520,7 @@ MAX_DOCUMENTS_KEY_CHARS = 100
 class DocumentsSettings(BaseModel):
     """The documents behind low scores: a bounded top-N per service (agent/exporters/documents.py)."""
 
-    model_config = _section("documents_")
+    model_config = _section("documents")
 
     top_n: int = Field(
         20,
@@ -535,7 +560,7 @@ class DocumentsSettings(BaseModel):
 class SignalsSettings(BaseModel):
     """Signals on every interaction, before sampling, without a judge (agent/signals.py)."""
 
-    model_config = _section("signals_")
+    model_config = _section("signals")
 
     overlap_per_second: float = Field(
         100.0,
@@ -556,7 +581,7 @@ class AlertSettings(BaseModel):
     """Opt-in absolute thresholds of the quality alert, exported as
     ragpulse_quality_threshold{service,metric}; none by default (docs/runbooks.md)."""
 
-    model_config = _section("alert_")
+    model_config = _section("alerts")
 
     # The Prometheus rules compare the recorded means with the exported thresholds, so thresholds
     # change without editing the rules.
@@ -598,7 +623,7 @@ class AlertSettings(BaseModel):
 class TrustSettings(BaseModel):
     """Human labels, judge calibration and prediction-powered estimates (docs/trust.md)."""
 
-    model_config = _section("")
+    model_config = _section("trust")
 
     label_sample_rate: float = Field(
         0.0,
@@ -648,7 +673,7 @@ class TrustSettings(BaseModel):
 class SecuritySettings(BaseModel):
     """What is redacted before text leaves for a judge, and what may be logged (docs/security.md)."""
 
-    model_config = _section("redact_")
+    model_config = _section("security")
 
     pii: Literal["auto", "on", "off"] = Field(
         "auto",
@@ -671,7 +696,6 @@ class SecuritySettings(BaseModel):
     )
     log_prompts: bool = Field(
         False,
-        alias="log_prompts",
         description="Let litellm/openai log judge prompt bodies at DEBUG (off: they never log).",
     )
 
@@ -731,7 +755,7 @@ class ProbeSettings(BaseModel):
     """Golden probes: `ragpulse probe` sends a golden set through the live app; the agent scores
     the probe traces with the reference-based metrics, apart from production (docs/probes.md)."""
 
-    model_config = _section("probes_")
+    model_config = _section("probes")
 
     golden_set: str | None = Field(
         None,
@@ -781,7 +805,7 @@ class ProbeSettings(BaseModel):
 class CanarySettings(BaseModel):
     """The judge canary: a frozen human-labelled set re-judged on a schedule (docs/probes.md)."""
 
-    model_config = _section("canary_")
+    model_config = _section("canary")
 
     items_file: str | None = Field(
         None,

@@ -28,13 +28,15 @@ import time
 from collections import Counter, OrderedDict, deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
+from agent.config import IdempotencySettings
 from agent.evaluate import Evaluation
-from agent.idempotency import IdempotencyStore, LeaseOutcome
+from agent.idempotency import IdempotencyStore, LeaseOutcome, MemoryIdempotency, RedisIdempotency
 from agent.infra.throttled_log import ThrottledLog
 from agent.judges.base import JudgeError
-from agent.model import MetricResult, Outcome, RagInteraction
+from agent.model import MetricResult, Outcome, RagInteraction, SamplingDecision
+from agent.telemetry import EvaluationTelemetry
 
 log = logging.getLogger(__name__)
 
@@ -141,12 +143,19 @@ class Leases:
     async def start(self) -> None:
         self._task = asyncio.create_task(self._maintain(), name="leases")
 
-    async def shutdown(self) -> None:
+    async def flush(self) -> None:
+        """Write the done marks the store did not take yet."""
+        await self._write_done_marks()
+
+    async def shutdown(self, timeout: float) -> None:
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
-        await self._write_done_marks()
+        try:
+            await asyncio.wait_for(self._write_done_marks(), max(timeout, 0.1))
+        except TimeoutError:
+            log.warning("shutdown: done marks not written: the idempotency store did not answer in time")
 
     def held(self) -> int:
         return len(self._held)
@@ -332,12 +341,18 @@ class JudgeGate:
 # -- One job through delivery --------------------------------------------------------------------
 
 
+KEPT_BY_RATE = SamplingDecision(True, "rate")
+
+
 @dataclass(slots=True)
 class Job:
-    """A sampled interaction waiting for evaluation, with the intake sequence it came from."""
+    """A kept interaction waiting for evaluation, with the intake sequence it came from, the
+    sampling decision that kept it and the name of its route (agent/pipeline.py)."""
 
     origin: int
     interaction: RagInteraction
+    decision: SamplingDecision = KEPT_BY_RATE
+    route: str = "production"
     deferrals: int = 0  # retryable judge failures so far
     successes_at_first_deferral: int = -1
 
@@ -374,8 +389,8 @@ class Delivery:
     async def deliver(
         self,
         job: Job,
-        evaluate: Callable[[RagInteraction], Awaitable[Evaluation]],
-        export: Callable[[RagInteraction, Sequence[MetricResult]], Awaitable[bool]],
+        evaluate: Callable[[Job], Awaitable[Evaluation]],
+        export: Callable[[Job, Sequence[MetricResult]], Awaitable[bool]],
     ) -> Retry | None:
         """FINISHED (None) once scored, recorded as a permanent error, or found already scored;
         else a Retry. Cancellation (shutdown) hands the lease back."""
@@ -390,7 +405,7 @@ class Delivery:
                 return FINISHED
             return Retry(self.busy_retry_seconds)
         try:
-            evaluation = await evaluate(interaction)
+            evaluation = await evaluate(job)
             results: Sequence[MetricResult] = evaluation.results
             failure = evaluation.retryable
             if failure is not None:
@@ -408,7 +423,7 @@ class Delivery:
                 self.gate.succeeded()
             elif probe:
                 self.gate.release_probe()
-            if not await export(interaction, results):
+            if not await export(job, results):
                 await self.leases.release(lease)
                 return Retry(self.busy_retry_seconds)
         except asyncio.CancelledError:
@@ -437,3 +452,28 @@ class Delivery:
             r if r.outcome is not Outcome.ERROR else MetricResult.error(r.metric, reason, judge=r.judge)
             for r in results
         ]
+
+
+def build(
+    section: IdempotencySettings,
+    owner: str,
+    counters: EvaluationTelemetry,
+    *,
+    redis: Any = None,
+    max_deferrals: int = 5,
+) -> Delivery:
+    """Delivery with leases of `section` in Redis when there is a client (shared by the replicas),
+    else in this process; `owner` names this replica on its leases."""
+    store: IdempotencyStore
+    if redis is not None:
+        store = RedisIdempotency(redis, owner, section.lease_seconds, section.ttl_seconds)
+    else:
+        store = MemoryIdempotency(owner, section.lease_seconds, section.ttl_seconds)
+    leases = Leases(
+        store,
+        owner,
+        lease_seconds=section.lease_seconds,
+        done_seconds=section.ttl_seconds,
+        errors=counters.idempotency_errors.inc,
+    )
+    return Delivery(leases, JudgeGate(), counters, max_deferrals=max_deferrals)

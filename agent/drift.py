@@ -25,24 +25,46 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from agent.config import DriftSettings
+
 STATE_VERSION = 1
 
 
-@dataclass(frozen=True, slots=True)
-class DriftConfig:
-    """Defaults trade a short delay for silence on noise; `benchmarks/drift.py` measures both
-    (figures in docs/drift.md)."""
+# The algorithm's own constants; the operator's knobs are DriftSettings (agent/config.py).
+# `benchmarks/drift.py` measures the delay and the silence on noise they trade (docs/drift.md).
+_SLACK = 0.375  # CUSUM slack, in baseline standard deviations
+_BASELINE_HORIZON = 5000  # scores the adapting baseline averages over
+_MIN_SIGMA = 0.05  # smallest σ₀ used, so a constant baseline does not turn every wobble into a large z
 
-    baseline_size: int = 1000
-    baseline_horizon: int = 5000
-    window: int = 200
-    # CUSUM slack and threshold, in baseline standard deviations.
-    slack: float = 0.375
-    threshold: float = 12.0
-    # One-sided p-value the window test must reach.
-    alpha: float = 1e-5
-    # Smallest σ₀ used, so a constant baseline does not turn every wobble into a large z.
-    min_sigma: float = 0.05
+
+@dataclass(frozen=True, slots=True)
+class _Parameters:
+    baseline_size: int
+    baseline_horizon: int
+    window: int
+    slack: float
+    threshold: float
+    alpha: float
+    min_sigma: float
+
+
+def _parameters(settings: DriftSettings, batch: int) -> _Parameters:
+    """For means of `batch` values: the same baseline and window in values, and the smallest σ
+    scaled as a mean's (σ/√batch)."""
+    if batch == 1:
+        return _Parameters(
+            settings.baseline_size, _BASELINE_HORIZON, settings.window, _SLACK, settings.threshold,
+            settings.alpha, _MIN_SIGMA,
+        )  # fmt: skip
+    return _Parameters(
+        baseline_size=max(10, settings.baseline_size // batch),
+        baseline_horizon=max(10, _BASELINE_HORIZON // batch),
+        window=max(5, settings.window // batch),
+        slack=_SLACK,
+        threshold=settings.threshold,
+        alpha=settings.alpha,
+        min_sigma=_MIN_SIGMA / math.sqrt(batch),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,26 +84,29 @@ def _normal_sf(z: float) -> float:
 class DriftDetector:
     """Detects a downward shift in the mean of one score stream (one service, route and metric)."""
 
-    def __init__(self, config: DriftConfig | None = None) -> None:
-        self.config = config or DriftConfig()
+    def __init__(self, settings: DriftSettings | None = None, *, batch: int = 1) -> None:
+        """`batch`: each value given to `update` is the mean of that many scores (agent/signals.py)."""
+        self.settings = settings or DriftSettings()
+        self.batch = batch
+        self.params = _parameters(self.settings, batch)
         self._n = 0
         self._mean = 0.0
         self._m2 = 0.0  # Welford's running sum of squared deviations while learning the baseline
         self._variance = 0.0
         self._cusum = 0.0
-        self._window: deque[float] = deque(maxlen=self.config.window)
+        self._window: deque[float] = deque(maxlen=self.params.window)
         self._window_sum = 0.0
         self._window_squares = 0.0
 
     @property
     def baseline_ready(self) -> bool:
-        return self._n >= self.config.baseline_size
+        return self._n >= self.params.baseline_size
 
     def _sigma(self) -> float:
-        return max(math.sqrt(self._variance), self.config.min_sigma)
+        return max(math.sqrt(self._variance), self.params.min_sigma)
 
     def update(self, value: float) -> DriftState:
-        config = self.config
+        config = self.params
         if not self.baseline_ready:
             self._n += 1
             delta = value - self._mean
@@ -140,7 +165,7 @@ class DriftDetector:
         }
 
     @classmethod
-    def restore(cls, config: DriftConfig, state: Mapping[str, Any]) -> DriftDetector:
+    def restore(cls, settings: DriftSettings, state: Mapping[str, Any], *, batch: int = 1) -> DriftDetector:
         """A detector that carries on from `state`.
 
         Raises:
@@ -148,7 +173,7 @@ class DriftDetector:
         """
         if state.get("version") != STATE_VERSION:
             raise ValueError(f"unknown drift state version {state.get('version')!r}")
-        detector = cls(config)
+        detector = cls(settings, batch=batch)
         try:
             detector._n = int(state["n"])
             detector._mean = float(state["mean"])

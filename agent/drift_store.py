@@ -8,12 +8,12 @@ its metric `signal:<name>` (no judged metric starts so), so both share one names
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+from agent.infra.lifecycle import Periodic
 from agent.infra.throttled_log import ThrottledLog
 
 log = logging.getLogger(__name__)
@@ -98,11 +98,10 @@ class StateSaver:
         self, store: DriftStore, interval: float, on_error: Callable[[str], None], name: str
     ) -> None:
         self.store = store
-        self._interval = interval
         self._on_error = on_error
         self._name = name  # e.g. "drift state", "signal drift state"
         self._changed: dict[SeriesKey, Snapshots] = {}
-        self._task: asyncio.Task[None] | None = None
+        self._saving = Periodic(f"{name} save", interval, self.save)
         self._errors = ThrottledLog(log, _ERROR_LOG_INTERVAL)
 
     def changed(self, key: SeriesKey, detector: Snapshots) -> None:
@@ -132,22 +131,12 @@ class StateSaver:
             operation, "%s (ragpulse_drift_state_errors_total counts them; check Redis)", message
         )
 
-    async def _save_periodically(self) -> None:
-        while True:
-            await asyncio.sleep(self._interval)
-            await self.save()
-
     async def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._save_periodically(), name=f"{self._name} save")
+        self._saving.start()
 
     async def shutdown(self, timeout: float) -> None:
         """Save what changed since the last periodic save."""
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await self._saving.stop()
         try:
             await asyncio.wait_for(self.save(), max(timeout, 0.1))
         except TimeoutError:

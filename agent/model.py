@@ -223,8 +223,13 @@ class RagInteraction:
 
 @dataclass(frozen=True, slots=True)
 class SamplingDecision:
+    """Whether an interaction is judged, and why. `uniform` is True when the random rate alone
+    would have kept it (not only a keep rule): a uniform sample of traffic, which is what
+    estimates of the true mean may use (agent/trust)."""
+
     keep: bool
     reason: str
+    uniform: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -299,3 +304,31 @@ class Spend:
 
     calls: float
     usd: float
+
+
+@dataclass(frozen=True, slots=True)
+class Mark:
+    """A decision taken once about an evaluated interaction, for every exporter to read (e.g.
+    drawn for human labels, agent/trust/label_sampling.py): `attributes` go on published
+    results, `weight` is what the decision weighs (a label's inverse inclusion probability)."""
+
+    name: str
+    attributes: Mapping[str, str | float | bool]
+    weight: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluated:
+    """One evaluated interaction, as every exporter and observer receives it: what was scored,
+    why it was kept, and the marks decided for it before export."""
+
+    interaction: RagInteraction
+    results: Sequence[MetricResult]
+    decision: SamplingDecision
+    marks: tuple[Mark, ...] = ()
+
+    def mark(self, name: str) -> Mark | None:
+        return next((mark for mark in self.marks if mark.name == name), None)
+
+    def mark_attributes(self) -> dict[str, str | float | bool]:
+        return {key: value for mark in self.marks for key, value in mark.attributes.items()}

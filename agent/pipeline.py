@@ -1,9 +1,12 @@
-"""The running pipeline: Source → decode → assemble → sample → evaluate → export.
+"""The running pipeline: Source → decode → assemble → route → sample → evaluate → mark → export.
 
-`Pipeline` is the intake and evaluation loop: sources hand it decoded requests, it assembles and
-samples them synchronously, and a fixed pool of asyncio workers evaluates the sampled
-interactions so that intake never waits on a judge. `Agent` starts and stops it with its source,
-budget and server. Both are wired from the settings in agent/build.py, and only there.
+`Pipeline` is the intake and evaluation loop: sources hand it decoded requests, it assembles them
+and sends each interaction down its route synchronously, and a fixed pool of asyncio workers
+evaluates what the routes kept, so that intake never waits on a judge. A route is one kind of
+traffic with its own chain (production: sampled, evaluated by the configured metrics, exported to
+Prometheus, drift, results; probes: always kept, their own scorer and series), and observers hang
+on each route's list. The pipeline knows no feature: `Agent` holds it with the other components.
+Both are wired from the settings in agent/build.py, and only there.
 """
 
 from __future__ import annotations
@@ -11,62 +14,55 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from agent.budget import BudgetController
-from agent.delivery import Delivery, Job, JudgeGate, Leases, Retry, WorkLedger
-from agent.evaluate import Evaluation, Evaluator
+from agent.config import PipelineSettings
+from agent.delivery import Delivery, Job, Retry, WorkLedger
+from agent.evaluate import Evaluation
 from agent.exporters.base import Exporter
-from agent.exporters.prometheus import MetricsServer
-from agent.idempotency import IdempotencyStore
+from agent.infra.lifecycle import Lifecycle
 from agent.infra.lockless_metrics import CounterChild
 from agent.infra.throttled_log import ThrottledLog
 from agent.infra.waiting import Dependencies
-from agent.model import MetricResult, RagInteraction, Span
+from agent.model import Evaluated, Mark, MetricResult, RagInteraction, SamplingDecision
+from agent.observers import Marker, Observer
 from agent.otlp import mark_own_telemetry
 from agent.otlp.assemble import Assembler, Assembly
 from agent.otlp.decode import DecodedRequest
-from agent.probes.results import ProbeResults
-from agent.probes.scoring import ProbeScorer
 from agent.sampling import THROTTLED_REASONS, Sampler
-from agent.signals import SignalRecorder
 from agent.sources.base import Source
-from agent.telemetry import (
-    AssemblyTelemetry,
-    EvaluationTelemetry,
-    IntakeTelemetry,
-    SamplingTelemetry,
-)
+from agent.telemetry import PipelineTelemetry
 
 log = logging.getLogger(__name__)
 
 _DEAD_LETTER_LOG_INTERVAL = 10.0  # seconds between log lines per reason; counters see every one
 _EXPIRY_TICKS_PER_WAIT = 10  # the assembler's wait is overrun by at most a tenth
+ALWAYS = SamplingDecision(True, "route")  # the decision of a route without a sampler
 
 
-@dataclass(frozen=True, slots=True)
-class PipelineConfig:
-    """How much work the pipeline holds and how long it keeps a lease (settings: pipeline, idempotency)."""
-
-    max_pending: int = 1000
-    concurrency: int = 32
-    busy_retry_seconds: float = 1.0
-    assembly_wait_seconds: float = 30.0
-    lease_seconds: float = 60.0
-    done_seconds: float = 3600.0
-    owner: str = "ragpulse"
-    max_deferrals: int = 5
+class Assessor(Protocol):
+    async def assess(self, interaction: RagInteraction) -> Evaluation: ...
 
 
-@dataclass(frozen=True, slots=True)
-class ProbeStage:
-    """Where probe interactions go instead (docs/probes.md): always scored, by their own scorer
-    (reference-based metrics, a judge outside the budget), into the probe series only."""
+@dataclass(frozen=True)
+class Route:
+    """One kind of traffic and its own chain: sampled by `sampler` (None: every interaction is
+    kept, outside the sampling series), evaluated by `evaluator`, marked by `markers`, exported
+    by `exporters` in order (durable ones first: when one fails the interaction is retried and
+    the in-process ones have not counted it yet), watched by `observers`."""
 
-    scorer: ProbeScorer
-    results: ProbeResults
+    name: str
+    evaluator: Assessor
+    exporters: Sequence[Exporter]
+    sampler: Sampler | None = None
+    observers: Sequence[Observer] = ()
+    markers: Sequence[Marker] = ()
+
+
+def _unique(items: Sequence[Any]) -> list[Any]:
+    return list({id(item): item for item in items}.values())
 
 
 class Pipeline:
@@ -78,57 +74,44 @@ class Pipeline:
 
     def __init__(
         self,
-        *,
         assembler: Assembler,
-        sampler: Sampler,
-        evaluator: Evaluator,
-        exporters: Sequence[Exporter],
-        intake: IntakeTelemetry,
-        assembly: AssemblyTelemetry,
-        sampling: SamplingTelemetry,
-        evaluation: EvaluationTelemetry,
-        idempotency: IdempotencyStore,
-        config: PipelineConfig = PipelineConfig(),
-        gate: JudgeGate | None = None,
-        label_spans: Callable[[Sequence[Span]], None] | None = None,
+        routes: Mapping[str, Route],
+        route_of: Callable[[RagInteraction], str],
+        delivery: Delivery,
+        telemetry: PipelineTelemetry,
+        settings: PipelineSettings | None = None,
+        *,
+        assembly_wait_seconds: float = 30.0,
         dependencies: Dependencies | None = None,
-        signals: SignalRecorder | None = None,
-        probes: ProbeStage | None = None,
     ) -> None:
-        self._probes = probes
-        self._dependencies = dependencies or Dependencies()  # awaited at start-up: intake waits
-        self._signals = signals  # free signals on every interaction, before sampling
-        self._label_spans = label_spans  # human labels in annotation spans (agent/trust)
+        """`route_of` names the route of each assembled interaction; `delivery` keeps the promises
+        about each (agent/delivery.py); `dependencies` are awaited at start-up (intake waits);
+        `assembly_wait_seconds` is the assembler's bounded wait, which its expiry ticks follow."""
         self._assembler = assembler
-        self._sampler = sampler
-        self._evaluator = evaluator
-        self._exporters = tuple(exporters)
-        self._intake = intake
-        self._assembly = assembly
-        self._sampling = sampling
-        self._evaluation = evaluation
-        self._max_pending = config.max_pending
-        self._concurrency = config.concurrency
+        self._routes = dict(routes)
+        self._route_of = route_of
+        self._delivery = delivery
+        self._leases = delivery.leases
+        self.gate = delivery.gate
+        self._dependencies = dependencies or Dependencies()
+        self._intake = telemetry.intake
+        self._assembly = telemetry.assembly
+        self._sampling = telemetry.sampling
+        self._evaluation = telemetry.evaluation
+        settings = settings or PipelineSettings()
+        self._max_pending = settings.max_pending
+        self._concurrency = settings.eval_concurrency
+        observers: list[Observer] = _unique([o for r in self._routes.values() for o in r.observers])
+        self._observers = tuple(observers)  # on_spans and on_assembly: all intake
+        exporters: list[Exporter] = _unique([e for r in self._routes.values() for e in r.exporters])
+        # Started in this order, shut down in reverse: exporters, observers (each once, whatever
+        # roles it has), then the leases, whose done marks are written before the exporters close.
+        self._components: tuple[Lifecycle, ...] = (*_unique([*exporters, *observers]), self._leases)
         self._queue: asyncio.Queue[Job] = asyncio.Queue()
         self._ledger = WorkLedger()
-        self.gate = gate or JudgeGate()
-        self._leases = Leases(
-            idempotency,
-            config.owner,
-            lease_seconds=config.lease_seconds,
-            done_seconds=config.done_seconds,
-            errors=evaluation.idempotency_errors.inc,
-        )
-        self._delivery = Delivery(
-            self._leases,
-            self.gate,
-            evaluation,  # duplicates and deferrals
-            busy_retry_seconds=config.busy_retry_seconds,
-            max_deferrals=config.max_deferrals,
-        )
         self._workers: list[asyncio.Task[None]] = []
         self._expiry: asyncio.Task[None] | None = None
-        self._expiry_interval = min(1.0, config.assembly_wait_seconds / _EXPIRY_TICKS_PER_WAIT)
+        self._expiry_interval = min(1.0, assembly_wait_seconds / _EXPIRY_TICKS_PER_WAIT)
         self._dead_letters = ThrottledLog(log, _DEAD_LETTER_LOG_INTERVAL)
         self._export_failures = ThrottledLog(log, _DEAD_LETTER_LOG_INTERVAL)
         self._paused: str | None = None
@@ -166,8 +149,8 @@ class Pipeline:
             self._intake.spans_received.labels(source).inc(received)
         for reason in request.rejected:
             self.dead_letter(reason, "span with a malformed trace or span id")
-        if self._label_spans is not None:
-            self._label_spans(request.spans)
+        for observer in self._observers:
+            observer.on_spans(request.spans)
         self._take(self._assembler.add(request.spans, sequence))
         return sequence
 
@@ -193,51 +176,48 @@ class Pipeline:
         assembled.buffered_spans.set(assembly.buffered_spans)
         assembled.buffered_traces.set(assembly.buffered_traces)
         assembled.buffered_bytes.set(assembly.buffered_bytes)
-        probes = self._probes
-        if probes is not None:
-            for (probe_set, reason), count in assembly.probe_failures.items():
-                probes.results.failed(probe_set, reason, count)
-        services: set[str] = set()
+        for observer in self._observers:
+            observer.on_assembly(assembly)
+        services: set[tuple[Sampler, str]] = set()
+        routes, route_of = self._routes, self._route_of
         for origin, interaction in zip(assembly.origins, assembly.interactions, strict=True):
-            if interaction.probe is not None and probes is not None:
-                # A probe is always scored and kept out of the production series and sampling.
-                probes.results.assembled(interaction.probe.probe_set)
-                self._queue.put_nowait(Job(origin, interaction))
-                self._ledger.add(origin)
-                continue
-            labels = (interaction.service, interaction.route)
-            counters = self._counters.get(labels)
-            if counters is None:  # bounded: labels come from the series budget
-                counters = self._counters[labels] = (
-                    sampling.interactions.labels(*labels),
-                    sampling.sampled.labels(*labels),
-                )
-            counters[0].inc()
-            services.add(interaction.service)
-            if self._signals is not None:
-                self._signals.record(interaction)
-            decision = self._sampler.decide(interaction)
+            name = route_of(interaction)
+            route = routes[name]
+            for observer in route.observers:
+                observer.on_interaction(interaction)
+            sampler = route.sampler
+            if sampler is None:
+                decision = ALWAYS
+            else:
+                labels = (interaction.service, interaction.route)
+                counters = self._counters.get(labels)
+                if counters is None:  # bounded: labels come from the series budget
+                    counters = self._counters[labels] = (
+                        sampling.interactions.labels(*labels),
+                        sampling.sampled.labels(*labels),
+                    )
+                counters[0].inc()
+                services.add((sampler, interaction.service))
+                decision = sampler.decide(interaction)
+                if decision.keep:
+                    counters[1].inc()
+                elif decision.reason in THROTTLED_REASONS:
+                    sampling.rejected.inc()
             if decision.keep:
-                counters[1].inc()
                 # The queue is unbounded on purpose: admission control happens per request in
                 # accepting(), so a request that was accepted is never half-enqueued.
-                self._queue.put_nowait(Job(origin, interaction))
+                self._queue.put_nowait(Job(origin, interaction, decision, name))
                 self._ledger.add(origin)
-            elif decision.reason in THROTTLED_REASONS:
-                sampling.rejected.inc()
-        for service in services:
-            sampling.ratio.labels(service).set(self._sampler.ratio(service))
+        for sampler, service in services:
+            sampling.ratio.labels(service).set(sampler.ratio(service))
         self._intake.queue_depth.set(self._queue.qsize())
         self._publish_watermark()
 
     # -- Evaluation -----------------------------------------------------------------------------
 
     async def start(self) -> None:
-        for exporter in self._exporters:
-            await exporter.start()
-        await self._leases.start()
-        if self._signals is not None:
-            await self._signals.start()
+        for component in self._components:
+            await component.start()
         self._workers = [
             asyncio.create_task(self._work(), name=f"evaluate-{i}") for i in range(self._concurrency)
         ]
@@ -275,21 +255,22 @@ class Pipeline:
                 # Another replica holds the lease, or an export failed: try again a little later.
                 loop.call_later(retry.delay, self._queue.put_nowait, job)
 
-    async def _assess(self, interaction: RagInteraction) -> Evaluation:
-        if interaction.probe is not None and self._probes is not None:
-            return await self._probes.scorer.assess(interaction)
-        return await self._evaluator.assess(interaction)
+    async def _assess(self, job: Job) -> Evaluation:
+        return await self._routes[job.route].evaluator.assess(job.interaction)
 
-    async def _export(self, interaction: RagInteraction, results: Sequence[MetricResult]) -> bool:
-        """Export to every exporter; False (retry later) when one fails."""
-        exporters: Sequence[Exporter] = self._exporters
-        if interaction.probe is not None and self._probes is not None:
-            exporters = (self._probes.results,)
-        # Durable exporters come first: when one fails, the interaction is retried later and the
-        # in-process ones (Prometheus, drift) have not counted it yet.
-        for exporter in exporters:
+    async def _export(self, job: Job, results: Sequence[MetricResult]) -> bool:
+        """Mark, then export to every exporter of the job's route; False (retry later) when one
+        fails. Marks are decided once here, so every exporter reads the same decision."""
+        route, interaction = self._routes[job.route], job.interaction
+        marks: tuple[Mark, ...] = ()
+        for marker in route.markers:
+            mark = marker.mark(interaction, results)
+            if mark is not None:
+                marks = (*marks, mark)
+        evaluated = Evaluated(interaction, results, job.decision, marks)
+        for exporter in route.exporters:
             try:
-                await exporter.export(interaction, results)
+                await exporter.export(evaluated)
             except Exception as exc:
                 name = type(exporter).__name__
                 self._evaluation.export_failures.labels(name).inc()
@@ -297,6 +278,8 @@ class Pipeline:
                     name, "export of %s by %s failed, will retry: %s", interaction.interaction_id, name, exc
                 )
                 return False
+        for observer in route.observers:
+            observer.on_evaluated(evaluated)
         return True
 
     def _finish(self, origin: int) -> None:
@@ -331,42 +314,51 @@ class Pipeline:
         for worker in self._workers:
             worker.cancel()
         await asyncio.gather(*self._workers, return_exceptions=True)
-        await self._leases.shutdown()
-        if self._signals is not None:
-            await self._signals.shutdown(timeout)
         self._publish_watermark()
-        for exporter in self._exporters:
-            await exporter.shutdown(timeout)
+        for component in reversed(self._components):
+            await component.shutdown(timeout)
+
+    async def flush(self) -> None:
+        for component in self._components:
+            await component.flush()
 
 
 @dataclass
 class Agent:
-    """Everything `ragpulse run` starts, in start order."""
+    """Everything `ragpulse run` starts: the source, the pipeline and the other components.
+
+    `components` (the metrics server, dependencies, the Redis client, the judge budget) start in
+    order before the pipeline and the source, and stop in reverse after them. The commit order
+    (agent/delivery.py) is kept here and only here: stop intake, finish or hand back the
+    evaluations, commit only what is finished, then stop the rest.
+    """
 
     source: Source
     pipeline: Pipeline
-    budget: BudgetController
-    metrics_server: MetricsServer
-    redis: Any = None  # the one redis.asyncio client (verdict cache, idempotency keys, budget), if configured
+    components: Sequence[Lifecycle] = ()
     # A start-up call that reports a misconfigured LLM judge by a clear log line (None: no check).
     self_check: Callable[[], Coroutine[Any, Any, object]] | None = None
     shutdown_timeout: float = 10.0
     # Sources that cannot redeliver (OTLP) assemble what is buffered at shutdown; Kafka keeps it.
     flush_incomplete: bool = True
-    # Kafka, Redis, the OTLP results endpoint: waited for when absent at start (agent/infra/waiting.py).
+    # Kafka, Redis, the OTLP results endpoint: what start-up waits for (one of `components`).
     dependencies: Dependencies = field(default_factory=Dependencies)
-    _self_check_task: asyncio.Task[object] | None = None
+    _self_check_task: asyncio.Task[object] | None = field(default=None, init=False)
 
     async def start(self) -> None:
         mark_own_telemetry()  # any OpenTelemetry SDK set up in this process tags its spans as ours
-        await self.metrics_server.start()
-        await self.dependencies.start()
-        await self.budget.start()
+        for component in self.components:
+            await component.start()
         await self.pipeline.start()
         await self.source.start(self.pipeline)
         if self.self_check is not None:
             # In the background: a slow judge must not hold up intake or readiness.
             self._self_check_task = asyncio.create_task(self.self_check(), name="judge-self-check")
+
+    async def flush(self) -> None:
+        await self.pipeline.flush()
+        for component in self.components:
+            await component.flush()
 
     async def shutdown(self) -> None:
         """Stop intake, finish or hand back evaluations, then commit only what is finished."""
@@ -374,11 +366,8 @@ class Agent:
         if self._self_check_task is not None:
             self._self_check_task.cancel()
             await asyncio.gather(self._self_check_task, return_exceptions=True)
-        await self.dependencies.shutdown()
         await self.source.stop()
         await self.pipeline.shutdown(timeout, flush_incomplete=self.flush_incomplete)
         await self.source.shutdown(timeout)
-        await self.budget.shutdown(timeout)
-        await self.metrics_server.shutdown(timeout)
-        if self.redis is not None:
-            await self.redis.aclose()
+        for component in reversed(self.components):
+            await component.shutdown(timeout)

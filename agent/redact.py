@@ -30,6 +30,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from agent.config import SecuritySettings
+
 BUILTIN_KINDS = ("email", "phone", "card", "iban", "ip")
 _PRIORITY = ("email", "iban", "card", "ip", "phone")
 DEFAULT_PHONE_REGIONS = ("US", "GB", "DE", "FR", "IN")
@@ -355,3 +357,15 @@ class Redactor:
             parts.append(text[position:])
             out.append("".join(parts))
         return Redaction(tuple(out), dict(counts))
+
+
+def build(section: SecuritySettings) -> Redactor:
+    """The redactor of the security section (`redact_*`)."""
+    return Redactor(
+        RedactionRules(
+            kinds=section.kinds,
+            patterns=section.patterns,
+            allow=section.allow,
+            phone_regions=section.phone_regions,
+        )
+    )

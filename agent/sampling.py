@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from agent.config import SamplingSettings
 from agent.model import AttributeValue, RagInteraction, SamplingDecision
 
 _SPACE = 1 << 64
@@ -204,7 +205,8 @@ class RuleSampler:
         for rule in self._keep_rules:
             if rule.matches(interaction.attributes):
                 if self._keep_cap is None or self._keep_cap.take():
-                    return SamplingDecision(True, f"rule: {rule.text}")
+                    # Kept by the rule; `uniform` says whether the rate would have kept it too.
+                    return SamplingDecision(True, f"rule: {rule.text}", self._rate_keeps(interaction))
                 capped = True  # over the keep cap: sampled like any other interaction
                 break
         base = self._rates.rate(interaction.service, interaction.route)
@@ -214,6 +216,15 @@ class RuleSampler:
         if capped:
             return SamplingDecision(False, KEEP_CAP_REASON)
         return SamplingDecision(False, BUDGET_REASON if point < base else "rate")
+
+    @property
+    def rule_attributes(self) -> tuple[str, ...]:
+        """The attributes the keep rules read: assembled interactions must carry them."""
+        return tuple(rule.attribute for rule in self._keep_rules)
+
+    def _rate_keeps(self, interaction: RagInteraction) -> bool:
+        rate = self._rates.rate(interaction.service, interaction.route) * self._budget.factor()
+        return trace_fraction(interaction.trace_id) < rate
 
     def ratio(self, service: str) -> float:
         return self._rates.by_service.get(service, self._rates.default) * self._budget.factor()
@@ -226,3 +237,13 @@ class TraceIdRatioSampler(RuleSampler):
         if not 0.0 <= rate <= 1.0:
             raise ValueError(f"sample rate must be within [0, 1], got {rate}")
         super().__init__(RateTable(rate, {}, {}))
+
+
+def build(section: SamplingSettings, budget: BudgetFactor) -> RuleSampler:
+    """The sampler of `section` (rates and keep rules checked at start-up by agent/build.py)."""
+    return RuleSampler(
+        RateTable.parse(section.rate, section.rates),
+        [KeepRule.parse(rule) for rule in section.keep_rules],
+        budget,
+        keep_per_minute=section.keep_max_per_minute,
+    )

@@ -28,13 +28,16 @@ import re
 import string
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
+from typing import Any
 
-from agent.drift import DriftConfig, DriftDetector, DriftState
-from agent.drift_store import DriftStore, SeriesKey, StateSaver
+from agent.config import DriftSettings, SignalsSettings
+from agent.drift import DriftDetector, DriftState
+from agent.drift_store import DriftStore, RedisDriftStore, SeriesKey, StateSaver
 from agent.infra.lockless_metrics import CounterChild, ExemplarIds, HistogramChild
-from agent.model import Chunk, RagInteraction
-from agent.telemetry import SignalsTelemetry
+from agent.model import Chunk, Evaluated, RagInteraction, Span
+from agent.otlp.assemble import Assembly
+from agent.telemetry import DriftTelemetry, SignalsTelemetry
 
 log = logging.getLogger(__name__)
 
@@ -133,28 +136,6 @@ def overlap(response: str, chunks: Sequence[Chunk]) -> float | None:
 DRIFT_SIGNALS = ("retrieval_top_score", "retrieval_hit", "answered", "overlap")
 _TOP = 0
 _RISE = len(DRIFT_SIGNALS)  # the retriever's top score watched upward too: its scale may have changed
-
-
-@dataclass(frozen=True, slots=True)
-class SignalsConfig:
-    """Settings: signals (overlap_per_second, drift_batch) and the drift section (`drift`, in
-    interactions)."""
-
-    overlap_per_second: float = 100.0
-    drift_batch: int = 10
-    drift: DriftConfig = field(default_factory=DriftConfig)
-
-
-def batched_drift(config: DriftConfig, batch: int) -> DriftConfig:
-    """The detector's config for means of `batch` values: the same baseline and window in values,
-    and the smallest σ scaled as a mean's (σ/√batch)."""
-    return replace(
-        config,
-        baseline_size=max(10, config.baseline_size // batch),
-        baseline_horizon=max(10, config.baseline_horizon // batch),
-        window=max(5, config.window // batch),
-        min_sigma=config.min_sigma / math.sqrt(batch),
-    )
 
 
 class _Series:
@@ -262,17 +243,20 @@ class SignalRecorder:
     def __init__(
         self,
         telemetry: SignalsTelemetry,
-        config: SignalsConfig = SignalsConfig(),
+        settings: SignalsSettings | None = None,
         clock: Callable[[], float] = time.monotonic,
         *,
+        drift: DriftSettings | None = None,
         store: DriftStore | None = None,
-        save_interval: float = 10.0,
         on_store_error: Callable[[str], None] | None = None,
     ) -> None:
+        """`drift`: the drift section, whose baseline and window count interactions here too."""
+        settings = settings or SignalsSettings()
+        drift = drift or DriftSettings()
         self._telemetry = telemetry
-        self._batch = config.drift_batch
-        self._drift_config = batched_drift(config.drift, config.drift_batch)
-        self._overlap_rate = config.overlap_per_second
+        self._batch = settings.drift_batch
+        self._drift = drift
+        self._overlap_rate = settings.overlap_per_second
         self._clock = clock
         self._overlap_second = -1
         self._overlap_left = 0.0
@@ -281,11 +265,29 @@ class SignalRecorder:
         # opens, saved every `save_interval` seconds while it changes and at shutdown, so that a
         # restarted replica does not learn its baselines again.
         self._saver = (
-            StateSaver(store, save_interval, on_store_error or (lambda operation: None), "signal drift state")
+            StateSaver(
+                store,
+                drift.save_interval_seconds,
+                on_store_error or (lambda operation: None),
+                "signal drift state",
+            )
             if store is not None
             else None
         )
         self._loads: set[asyncio.Task[None]] = set()
+
+    def on_spans(self, spans: Sequence[Span]) -> None:
+        """Not observed: signals read assembled interactions."""
+
+    def on_assembly(self, assembly: Assembly) -> None:
+        """Not observed."""
+
+    def on_evaluated(self, evaluated: Evaluated) -> None:
+        """Not observed: signals need no judge."""
+
+    def on_interaction(self, interaction: RagInteraction) -> None:
+        """Observer: every interaction of the production route, before sampling."""
+        self.record(interaction)
 
     def record(self, interaction: RagInteraction) -> None:
         labels = (interaction.service, interaction.route)
@@ -362,7 +364,7 @@ class SignalRecorder:
                 state = await self._saver.store.load(key)
                 if state is None:
                     continue
-                restored = DriftDetector.restore(self._drift_config, state)
+                restored = DriftDetector.restore(self._drift, state, batch=self._batch)
             except Exception as exc:  # a store outage or a bad value: learn afresh
                 self._saver.error(
                     "load", f"cannot load signal drift state of {key}, learning afresh: {exc!r}"
@@ -380,6 +382,9 @@ class SignalRecorder:
     async def start(self) -> None:
         if self._saver is not None:
             await self._saver.start()
+
+    async def flush(self) -> None:
+        await self.save()
 
     async def shutdown(self, timeout: float) -> None:
         """Save what changed since the last periodic save."""
@@ -445,7 +450,7 @@ class SignalRecorder:
     def _detector(self, series: _Series, slot: int) -> DriftDetector:
         detector = series.detectors[slot]
         if detector is None:
-            detector = series.detectors[slot] = DriftDetector(self._drift_config)
+            detector = series.detectors[slot] = DriftDetector(self._drift, batch=self._batch)
         return detector
 
     @staticmethod
@@ -464,3 +469,21 @@ class SignalRecorder:
             labels[1],
             state.p_value or 0.0,
         )
+
+
+def build(
+    section: SignalsSettings,
+    telemetry: SignalsTelemetry,
+    *,
+    drift: DriftSettings,
+    drift_telemetry: DriftTelemetry,
+    redis: Any = None,
+) -> SignalRecorder:
+    """The signals of every interaction; their drift state in Redis beside the judged scores'."""
+    return SignalRecorder(
+        telemetry,
+        section,
+        drift=drift,
+        store=RedisDriftStore(redis, drift.state_ttl_seconds) if redis is not None else None,
+        on_store_error=lambda operation: drift_telemetry.state_errors.labels(operation).inc(),
+    )

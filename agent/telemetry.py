@@ -8,6 +8,8 @@ reason only; never trace ids or text.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 
 from agent.infra.lockless_metrics import LocklessCounter, LocklessHistogram
@@ -575,6 +577,16 @@ class DemoTelemetry:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class PipelineTelemetry:
+    """The groups the pipeline itself records into (agent/pipeline.py)."""
+
+    intake: IntakeTelemetry
+    assembly: AssemblyTelemetry
+    sampling: SamplingTelemetry
+    evaluation: EvaluationTelemetry
+
+
 class Telemetry:
     """Every group, built once on one registry. Only the composition root (and tests) hold it;
     components take the group they record into."""
@@ -593,3 +605,7 @@ class Telemetry:
         self.signals = SignalsTelemetry(registry)
         self.documents = DocumentsTelemetry(registry)
         self.probes = ProbeTelemetry(registry)
+
+    @property
+    def pipeline(self) -> PipelineTelemetry:
+        return PipelineTelemetry(self.intake, self.assembly, self.sampling, self.evaluation)

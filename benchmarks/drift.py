@@ -19,7 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent.drift import DriftConfig, DriftDetector
+from agent.config import DriftSettings
+from agent.drift import DriftDetector
 from agent.metrics import context_precision_at_k
 from benchmarks.harness import Benchmark, line, seeded
 
@@ -55,7 +56,7 @@ def solve(make: Callable[[float], Stream], lo: float, hi: float, target: float) 
     return (lo + hi) / 2
 
 
-def false_alarms(stream: Stream, samples: int, config: DriftConfig, seed: int) -> tuple[int, int]:
+def false_alarms(stream: Stream, samples: int, config: DriftSettings, seed: int) -> tuple[int, int]:
     """Alarm onsets (rising edges) in a stationary stream, and scores seen after the baseline."""
     rng = random.Random(seed)
     detector = DriftDetector(config)
@@ -72,7 +73,7 @@ def false_alarms(stream: Stream, samples: int, config: DriftConfig, seed: int) -
 
 
 def detection_delay(
-    before: Stream, after: Stream, config: DriftConfig, seed: int, warmup: int = 1000
+    before: Stream, after: Stream, config: DriftSettings, seed: int, warmup: int = 1000
 ) -> int | None:
     rng = random.Random(seed)
     detector = DriftDetector(config)
@@ -92,8 +93,8 @@ def main() -> None:
     parser.add_argument("--streams", type=int, default=3, help="independent stationary streams per kind")
     parser.add_argument("--trials", type=int, default=300, help="change-point trials per stream kind")
     args = bench.parse()
-    config = DriftConfig()
-    line(f"drift detector defaults: {config}")
+    config = DriftSettings()
+    line(f"drift detector defaults: {DriftDetector(config).params}")
 
     p0 = 0.6
     base_cp = mean_of(cp_stream(p0))

@@ -1,4 +1,4 @@
-"""Cost of the label hook on intake: PpiAggregator.observe_spans over decoded spans.
+"""Cost of the label hook on intake: PpiAggregator.on_spans over decoded spans.
 
     python benchmarks/label_hook.py [--seconds 3]
 
@@ -23,11 +23,11 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import CollectorRegistry
 
+from agent.config import TrustSettings
 from agent.model import Span
 from agent.otlp.decode import decode_request
 from agent.telemetry import TrustTelemetry
-from agent.trust.aggregator import PpiAggregator, PpiConfig
-from agent.trust.label_sampling import LabelSampler
+from agent.trust.aggregator import PpiAggregator
 from benchmarks.harness import Benchmark, line
 
 
@@ -55,7 +55,7 @@ def per_span_ns(aggregator: PpiAggregator, batch: list[Span], seconds: float) ->
     done = 0
     start = time.perf_counter()
     while time.perf_counter() - start < seconds:
-        aggregator.observe_spans(batch)
+        aggregator.on_spans(batch)
         done += len(batch)
     return (time.perf_counter() - start) / done * 1e9
 
@@ -65,7 +65,7 @@ def main() -> None:
     parser = bench.parser
     parser.add_argument("--seconds", type=float, default=3.0)
     args = bench.parse()
-    aggregator = PpiAggregator(TrustTelemetry(CollectorRegistry()), PpiConfig(), LabelSampler(0.1))
+    aggregator = PpiAggregator(TrustTelemetry(CollectorRegistry()), TrustSettings(label_sample_rate=0.1))
     for annotated in (False, True):
         ns = per_span_ns(aggregator, spans(50, annotated), args.seconds)
         line(f"{'annotated' if annotated else 'plain':>9} spans: {ns:8.0f} ns per span")

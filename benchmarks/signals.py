@@ -28,15 +28,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from prometheus_client import CollectorRegistry
 
+from agent.config import DriftSettings, SignalsSettings
 from agent.demo.knowledge import ROUTES
 from agent.demo.traffic import Phase, SyntheticInteraction, TrafficModel
-from agent.drift import DriftConfig
 from agent.evaluate import Evaluator
 from agent.exporters.drift import DriftAggregator
 from agent.judges.local import LexicalJudge
 from agent.metrics import METRICS
-from agent.model import Chunk, RagInteraction
-from agent.signals import SignalRecorder, SignalsConfig
+from agent.model import Chunk, Evaluated, RagInteraction, SamplingDecision
+from agent.signals import SignalRecorder
 from agent.telemetry import DriftTelemetry, SignalsTelemetry
 from benchmarks.harness import Benchmark, Column, line
 
@@ -73,10 +73,10 @@ async def trial(
     model = TrafficModel(seed=seed, routes=ROUTES[:1])
     lost = Random(seed + 2)
     signals_registry = CollectorRegistry()
-    signals = SignalRecorder(SignalsTelemetry(signals_registry), SignalsConfig())
+    signals = SignalRecorder(SignalsTelemetry(signals_registry), SignalsSettings())
     evaluator = Evaluator([METRICS[name]() for name in STREAMING], LexicalJudge())
     judged = {rate: CollectorRegistry() for rate in rates}
-    aggregators = {rate: DriftAggregator(DriftTelemetry(judged[rate]), DriftConfig()) for rate in rates}
+    aggregators = {rate: DriftAggregator(DriftTelemetry(judged[rate]), DriftSettings()) for rate in rates}
     delays: dict[str, int | None] = {"signals": None, **{f"judged {rate:.0%}": None for rate in rates}}
     # One uniform draw per interaction decides every rate (nested samples, as one sampler's would be).
     sampler = Random(seed + 1)
@@ -92,7 +92,9 @@ async def trial(
         if kept:
             evaluation = await evaluator.assess(interaction)
             for rate in kept:
-                await aggregators[rate].export(interaction, evaluation.results)
+                await aggregators[rate].export(
+                    Evaluated(interaction, evaluation.results, SamplingDecision(True, "rate"))
+                )
         if n < healthy:
             continue
         since = n - healthy + 1
@@ -113,7 +115,7 @@ def cost(bench: Benchmark) -> None:
     interactions = [rag_interaction(model.draw(Phase.HEALTHY), n) for n in range(20_000)]
     for label, per_second in (("overlap capped at 100/s (default)", 100.0), ("overlap on every one", 1e12)):
         recorder = SignalRecorder(
-            SignalsTelemetry(CollectorRegistry()), SignalsConfig(overlap_per_second=per_second)
+            SignalsTelemetry(CollectorRegistry()), SignalsSettings(overlap_per_second=per_second)
         )
         best = float("inf")
         for _ in range(3):

@@ -92,9 +92,9 @@ def _thresholds(items: list[str]) -> dict[str, float]:
 
 def calibrate_command(args: argparse.Namespace) -> int:
     try:
+        from agent.report.calibration import render
         from agent.trust.agreement import agreement, auroc_verdict, plain
         from agent.trust.calibration import CalibrationSet, fit, method_for
-        from agent.trust.report import render
     except ImportError as exc:
         print(f"ragpulse calibrate: {exc.name} is missing; {EXTRA_HINT}", file=sys.stderr)
         return 2

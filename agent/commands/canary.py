@@ -110,7 +110,7 @@ async def run_once(settings: Settings, judge_telemetry: Any, *, accept: bool = F
     from agent.metrics import METRICS
     from agent.offline.evaluate import OfflineEvaluator
     from agent.offline.records import read_items
-    from agent.probes.canary import CanaryConfig, CanaryState, compare, metric_run, set_fingerprint
+    from agent.probes.canary import CanaryState, compare, metric_run, set_fingerprint
     from agent.trust.labels import read_label_file
 
     canary = settings.canary
@@ -168,7 +168,7 @@ async def run_once(settings: Settings, judge_telemetry: Any, *, accept: bool = F
             "canary_items_file, with the inputs their metric needs?"
         )
     accepted, _ = state.accepted()
-    comparison = compare(run, accepted, CanaryConfig(canary.max_mean_shift, canary.max_agreement_drop))
+    comparison = compare(run, accepted, canary)
     last = state.save(run, comparison, accept=accept, judge=settings.judge.model, fingerprint=fingerprint)
     for metric, result in run.items():
         print(

@@ -19,9 +19,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from agent.config import ConfigError, Settings
+from agent.config import ConfigError, ProbeEndpoint, ProbeSettings, Settings
 from agent.infra.stopping import stop_on_signals, stopped_within
-from agent.probes.prober import Endpoint, GoldenItem, Prober, ProberConfig, Round
+from agent.probes.prober import GoldenItem, Prober, Round
 
 log = logging.getLogger("ragpulse.probe")
 
@@ -67,19 +67,18 @@ def golden_items(path: Path) -> list[GoldenItem]:
     ]
 
 
-def prober_config(settings: Settings, endpoint_url: str | None = None) -> ProberConfig:
+def prober_config(settings: Settings, endpoint_url: str | None = None) -> ProbeSettings:
+    """The probes section, its endpoints replaced by `--endpoint URL` when given."""
     probes = settings.probes
-    endpoints: Sequence[Endpoint]
     if endpoint_url:
-        endpoints = [Endpoint(endpoint_url)]
-    else:
-        endpoints = [
-            Endpoint(e.url, e.name, e.method, e.body, dict(e.headers), e.answer_path)
-            for e in probes.endpoints
-        ]
-    if not endpoints:
+        try:
+            endpoint = ProbeEndpoint(url=endpoint_url)
+        except ValueError as exc:  # pydantic's ValidationError
+            raise ConfigError(f"--endpoint {endpoint_url}: expected an http:// or https:// URL") from exc
+        probes = probes.model_copy(update={"endpoints": (endpoint,)})
+    if not probes.endpoints:
         raise ConfigError("probes_endpoints (env RAGPULSE_PROBES_ENDPOINTS): no endpoint to probe")
-    return ProberConfig(probes.set_name, tuple(endpoints), probes.timeout_seconds, probes.concurrency)
+    return probes
 
 
 def tracer_provider(endpoint: str) -> Any:

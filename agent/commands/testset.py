@@ -59,7 +59,6 @@ from agent.offline.testset import (
 
 if TYPE_CHECKING:  # imported when the command runs: `ragpulse run` never needs them
     from agent.judges.base import Judge
-    from agent.judges.llm import LLMJudgeOptions
     from agent.offline.testset_writer import ItemWriter
 
 PROGRESS_SECONDS = 10.0
@@ -332,22 +331,6 @@ def _lines(path: Path) -> list[str]:
     return path.read_text(encoding="utf-8", errors="replace").splitlines()
 
 
-def _options(settings: Settings) -> LLMJudgeOptions:
-    """The LLM judge's call options from the judge settings (as agent/build.py builds them)."""
-    from agent.judges.llm import LLMJudgeOptions
-
-    judge = settings.judge
-    return LLMJudgeOptions(
-        api_base=judge.api_base,
-        api_key=judge.api_key.get_secret_value() if judge.api_key else None,
-        timeout=judge.timeout_seconds,
-        max_retries=judge.max_retries,
-        retry_max_elapsed=judge.retry_max_elapsed_seconds,
-        max_concurrency=judge.max_concurrency,
-        structured_output=judge.structured_output,
-    )
-
-
 def _check_args(args: argparse.Namespace) -> dict[str, float]:
     if args.size < 1:
         raise ConfigError(f"--size: expected a number of items >= 1, got {args.size}")
@@ -420,7 +403,7 @@ async def _generate(
     spend = SpendCounter()
     # The second pass: the judge stack eval uses (redaction when on, cache, instruments).
     judge = build_judge(settings, telemetry, spend=spend)
-    writer: ItemWriter = LLMItemWriter(settings.judge.model, _options(settings), usage=telemetry, spend=spend)
+    writer: ItemWriter = LLMItemWriter(settings.judge, usage=telemetry, spend=spend)
     if settings.redacts:
         from agent.redact import RedactionRules, Redactor
 

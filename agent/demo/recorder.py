@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict, deque
-from collections.abc import Sequence
 from dataclasses import dataclass
 
-from agent.model import MetricResult, Outcome, RagInteraction
+from agent.model import Evaluated, Outcome
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,8 +48,14 @@ class Recorder:
     async def shutdown(self, timeout: float) -> None:
         """Nothing held."""
 
-    async def export(self, interaction: RagInteraction, results: Sequence[MetricResult]) -> None:
-        scores = {r.metric: r.value for r in results if r.outcome is Outcome.OK and r.value is not None}
+    async def flush(self) -> None:
+        """Nothing held."""
+
+    async def export(self, evaluated: Evaluated) -> None:
+        interaction = evaluated.interaction
+        scores = {
+            r.metric: r.value for r in evaluated.results if r.outcome is Outcome.OK and r.value is not None
+        }
         if not scores:
             return
         at = self.elapsed()

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Protocol
 
+from agent.config import DocumentsSettings
 from agent.heavy_hitters import HeavyHitter, SpaceSaving
-from agent.model import Chunk, MetricResult, Outcome, RagInteraction
+from agent.model import Chunk, Evaluated, Outcome
 
 VERDICTS = ("useless", "useful", "irrelevant")
 
@@ -35,16 +35,9 @@ class DocumentGauge(Protocol):
     def remove(self, service: str, verdict: str, document: str) -> None: ...
 
 
-@dataclass(frozen=True, slots=True)
-class DocumentsConfig:
-    top_n: int = 20
-    # Counters kept per (service, verdict): more than top_n, so the top is right on skewed traffic.
-    capacity_factor: int = 10
-    refresh_seconds: float = 5.0
-    max_services: int = 500
-    # The metadata key documents are named by (None: their id); the conventions must be told to
-    # read it (agent/build.py passes it to both).
-    key: str | None = None
+# Counters kept per (service, verdict): more than top_n, so the top is right on skewed traffic.
+CAPACITY_FACTOR = 10
+REFRESH_SECONDS = 5.0
 
 
 NAME_CHARS = 200
@@ -72,11 +65,19 @@ class DocumentSummary:
     def __init__(
         self,
         gauge: DocumentGauge,
-        config: DocumentsConfig = DocumentsConfig(),
+        settings: DocumentsSettings,
+        *,
+        max_services: int = 500,
+        refresh_seconds: float = REFRESH_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """`settings.key`: the metadata key documents are named by (None: their id); the
+        conventions must be told to read it (agent/build.py passes it to both)."""
         self._gauge = gauge
-        self._config = config
+        self._top_n = settings.top_n
+        self._key = settings.key
+        self._max_services = max_services
+        self._refresh_seconds = refresh_seconds
         self._clock = clock
         self._summaries: dict[tuple[str, str], SpaceSaving] = {}
         self._shown: dict[tuple[str, str], set[str]] = {}
@@ -85,11 +86,15 @@ class DocumentSummary:
     async def start(self) -> None:
         """Nothing to connect."""
 
+    async def flush(self) -> None:
+        self.refresh()
+
     async def shutdown(self, timeout: float) -> None:
         self.refresh()
 
-    async def export(self, interaction: RagInteraction, results: Sequence[MetricResult]) -> None:
-        keys = [document_name(c, self._config.key) for c in interaction.chunks]
+    async def export(self, evaluated: Evaluated) -> None:
+        interaction, results = evaluated.interaction, evaluated.results
+        keys = [document_name(c, self._key) for c in interaction.chunks]
         for result in results:
             if result.outcome is not Outcome.OK or result.chunk_verdicts is None:
                 continue
@@ -105,17 +110,17 @@ class DocumentSummary:
                 name = names[0] if verdict else names[1]
                 if name:
                     self._summary(interaction.service, name).add(key)
-        if self._clock() - self._refreshed >= self._config.refresh_seconds:
+        if self._clock() - self._refreshed >= self._refresh_seconds:
             self.refresh()
 
     def _summary(self, service: str, verdict: str) -> SpaceSaving:
         summary = self._summaries.get((service, verdict))
         if summary is None:
-            if len({s for s, _ in self._summaries}) >= self._config.max_services:
+            if len({s for s, _ in self._summaries}) >= self._max_services:
                 service = "__other__"
                 summary = self._summaries.get((service, verdict))
             if summary is None:
-                capacity = self._config.top_n * self._config.capacity_factor
+                capacity = self._top_n * CAPACITY_FACTOR
                 summary = self._summaries[(service, verdict)] = SpaceSaving(capacity)
         return summary
 
@@ -124,16 +129,21 @@ class DocumentSummary:
 
     def top(self, service: str, verdict: str) -> list[HeavyHitter]:
         summary = self._summaries.get((service, verdict))
-        return summary.top(self._config.top_n) if summary is not None else []
+        return summary.top(self._top_n) if summary is not None else []
 
     def refresh(self) -> None:
         """Rewrite the exported series: the current top of each summary, nothing else."""
         self._refreshed = self._clock()
         for (service, verdict), summary in self._summaries.items():
-            top = summary.top(self._config.top_n)
+            top = summary.top(self._top_n)
             shown = {hitter.key for hitter in top}
             for stale in self._shown.get((service, verdict), set()) - shown:
                 self._gauge.remove(service, verdict, stale)
             for hitter in top:
                 self._gauge.set(service, verdict, hitter.key, hitter.count)
             self._shown[(service, verdict)] = shown
+
+
+def build(section: DocumentsSettings, gauge: DocumentGauge, *, max_services: int) -> DocumentSummary:
+    """The documents summary of `section`, for at most `max_services` services (series_max_label_pairs)."""
+    return DocumentSummary(gauge, section, max_services=max_services)

@@ -19,11 +19,12 @@ import asyncio
 import contextlib
 import logging
 from collections import OrderedDict
-from collections.abc import Sequence
+from typing import Any
 
-from agent.drift import DriftConfig, DriftDetector
-from agent.drift_store import DriftStore, SeriesKey, StateSaver
-from agent.model import MetricResult, Outcome, RagInteraction
+from agent.config import DriftSettings
+from agent.drift import DriftDetector
+from agent.drift_store import DriftStore, RedisDriftStore, SeriesKey, StateSaver
+from agent.model import Evaluated, Outcome
 from agent.telemetry import DriftTelemetry
 
 log = logging.getLogger(__name__)
@@ -33,24 +34,18 @@ _ERROR_LOG_INTERVAL = 30.0
 
 class DriftAggregator:
     def __init__(
-        self,
-        telemetry: DriftTelemetry,
-        config: DriftConfig,
-        max_series: int = 2000,
-        *,
-        store: DriftStore | None = None,
-        save_interval: float = 10.0,
+        self, telemetry: DriftTelemetry, settings: DriftSettings, *, store: DriftStore | None = None
     ) -> None:
         self._telemetry = telemetry
-        self._config = config
-        self._max_series = max_series
+        self._settings = settings
+        self._max_series = settings.max_series
         self._detectors: OrderedDict[SeriesKey, DriftDetector] = OrderedDict()
         self._alarmed: set[SeriesKey] = set()
         self._loading: dict[SeriesKey, asyncio.Future[DriftDetector]] = {}
         self._saver = (
             StateSaver(
                 store,
-                save_interval,
+                settings.save_interval_seconds,
                 lambda operation: telemetry.state_errors.labels(operation).inc(),
                 "drift state",
             )
@@ -58,8 +53,9 @@ class DriftAggregator:
             else None
         )
 
-    async def export(self, interaction: RagInteraction, results: Sequence[MetricResult]) -> None:
-        for result in results:
+    async def export(self, evaluated: Evaluated) -> None:
+        interaction = evaluated.interaction
+        for result in evaluated.results:
             if result.outcome is not Outcome.OK or result.value is None:
                 continue  # undefined and failed scores say nothing about quality
             key = (interaction.service, interaction.route, result.metric)
@@ -92,7 +88,7 @@ class DriftAggregator:
             self._detectors.move_to_end(key)
             return detector
         if self._saver is None:
-            return self._keep(key, DriftDetector(self._config))
+            return self._keep(key, DriftDetector(self._settings))
         loading = self._loading.get(key)
         if loading is not None:  # another worker is loading this series: share its result
             return await asyncio.shield(loading)
@@ -112,10 +108,10 @@ class DriftAggregator:
         try:
             saved = self._saver.dropped(key) or await self._saver.store.load(key)
             if saved is not None:
-                return DriftDetector.restore(self._config, saved)
+                return DriftDetector.restore(self._settings, saved)
         except Exception as exc:  # a store outage or a bad value must not fail the export
             self._saver.error("load", f"cannot load drift state of {key}, learning afresh: {exc!r}")
-        return DriftDetector(self._config)
+        return DriftDetector(self._settings)
 
     def _keep(self, key: SeriesKey, detector: DriftDetector) -> DriftDetector:
         self._detectors[key] = detector
@@ -137,7 +133,16 @@ class DriftAggregator:
         if self._saver is not None:
             await self._saver.start()
 
+    async def flush(self) -> None:
+        await self.save()
+
     async def shutdown(self, timeout: float) -> None:
         """Save what changed since the last periodic save."""
         if self._saver is not None:
             await self._saver.shutdown(timeout)
+
+
+def build(section: DriftSettings, telemetry: DriftTelemetry, redis: Any = None) -> DriftAggregator:
+    """The judged scores' drift detectors; their state in Redis when there is a client."""
+    store = RedisDriftStore(redis, section.state_ttl_seconds) if redis is not None else None
+    return DriftAggregator(telemetry, section, store=store)

@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from agent.exporters.result_spans import AGENT_RESOURCE_ATTRIBUTE, EVALUATION_EVENT, evaluation_request
 from agent.infra.kafka_connect import open_kafka
 from agent.infra.waiting import Dependencies, Waiter, cancel
-from agent.model import MetricResult, RagInteraction
-from agent.trust.label_sampling import LabelSampler
+from agent.model import Evaluated
 
 __all__ = ["AGENT_RESOURCE_ATTRIBUTE", "EVALUATION_EVENT", "KafkaResultsExporter", "evaluation_request"]
 
@@ -38,9 +36,8 @@ class KafkaResultsExporter:
         self, producer_options: dict[str, Any], topic: str, *, include_text: bool = False,
         documents_key: str | None = None,
         timeout_seconds: float = 30.0, max_block_seconds: float = 5.0, send_threads: int = 4,
-        label_sampler: LabelSampler | None = None, dependencies: Dependencies | None = None,
+        dependencies: Dependencies | None = None,
     ) -> None:  # fmt: skip
-        self._label_sampler = label_sampler  # marks interactions drawn for human labels
         self._options = producer_options
         self._topic = topic
         self._include_text = include_text
@@ -77,19 +74,17 @@ class KafkaResultsExporter:
     async def _connect(self) -> None:
         self._producer = await self._waiter.until_up()
 
-    async def export(self, interaction: RagInteraction, results: Sequence[MetricResult]) -> None:
+    async def export(self, evaluated: Evaluated) -> None:
         producer, senders = self._producer, self._senders
         if senders is None:
             raise RuntimeError("results exporter used before start()")
         if producer is None:
             raise ConnectionError(self.dependency.detail)
-        marks = (
-            self._label_sampler.decide(interaction.interaction_id, results).attributes()
-            if self._label_sampler is not None
-            else None
-        )
+        interaction = evaluated.interaction
+        # Decided once before export (e.g. drawn for human labels, agent/trust): on the result.
+        marks = evaluated.mark_attributes() or None
         value = evaluation_request(
-            interaction, results, include_text=self._include_text, extra_attributes=marks,
+            interaction, evaluated.results, include_text=self._include_text, extra_attributes=marks,
             documents_key=self._documents_key,
         ).SerializeToString()  # fmt: skip
         loop = asyncio.get_running_loop()
@@ -110,6 +105,9 @@ class KafkaResultsExporter:
         sent.add_callback(lambda _: loop.call_soon_threadsafe(settle, None))
         sent.add_errback(lambda exc: loop.call_soon_threadsafe(settle, exc))
         await asyncio.wait_for(acknowledged, self._timeout)
+
+    async def flush(self) -> None:
+        """Nothing held: each export returns once the broker acknowledged it."""
 
     async def shutdown(self, timeout: float) -> None:
         connecting, self._connecting = self._connecting, None

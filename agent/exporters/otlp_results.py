@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -29,7 +29,7 @@ import aiohttp
 from agent.config import ConfigError
 from agent.exporters.result_spans import evaluation_request
 from agent.infra.waiting import Dependencies, Waiter, cancel, reachable
-from agent.model import MetricResult, RagInteraction
+from agent.model import Evaluated
 from agent.telemetry import EvaluationTelemetry
 
 log = logging.getLogger(__name__)
@@ -100,13 +100,16 @@ class OtlpResultsExporter:
         await reachable([f"[{parts.hostname}]:{port}"], port)
         return True
 
-    async def export(self, interaction: RagInteraction, results: Sequence[MetricResult]) -> None:
+    async def export(self, evaluated: Evaluated) -> None:
         if self._session is None:
             raise RuntimeError("OTLP results exporter used before start()")
         if not self.dependency.ready:
             raise OtlpResultsError(self.dependency.detail)
         body = evaluation_request(
-            interaction, results, include_text=self._include_text, documents_key=self._documents_key
+            evaluated.interaction,
+            evaluated.results,
+            include_text=self._include_text,
+            documents_key=self._documents_key,
         ).SerializeToString()
         try:
             async with self._session.post(self._url, data=body, headers=self._headers) as response:
@@ -129,6 +132,9 @@ class OtlpResultsExporter:
                 status,
                 detail,
             )
+
+    async def flush(self) -> None:
+        """Nothing held: each export returns once the endpoint answered."""
 
     async def shutdown(self, timeout: float) -> None:
         connecting, self._connecting = self._connecting, None

@@ -92,7 +92,7 @@ def evaluation_request(
     documents_key: str | None = None,
 ) -> ExportTraceServiceRequest:  # fmt: skip
     """The OTLP request that carries one interaction's results; `documents_key` names documents
-    as ragpulse_document_verdicts does (DocumentsConfig.key)."""
+    as ragpulse_document_verdicts does (documents_key)."""
     now = now_ns if now_ns is not None else time.time_ns()
     span = PbSpan(
         trace_id=bytes.fromhex(interaction.trace_id),

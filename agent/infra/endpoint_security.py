@@ -33,7 +33,7 @@ import yaml
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
-from agent.config import ConfigError, OtlpSettings
+from agent.config import ConfigError
 from agent.infra.secrets import MASKER
 
 log = logging.getLogger(__name__)
@@ -146,22 +146,30 @@ def bearer_middleware(token: str, refuse: Callable[[web.Request, str], None]) ->
     return check
 
 
-def otlp_bearer_token(otlp: OtlpSettings) -> str | None:
-    """The OTLP bearer token from the setting or its file (whitespace stripped), registered with
-    the log masker."""
-    token: str | None = None
-    if otlp.bearer_token is not None:
-        token = otlp.bearer_token.get_secret_value()
-    elif otlp.bearer_token_file:
+def otlp_bearer_token(token: str | None, token_file: str | None) -> str | None:
+    """The OTLP bearer token from its setting (`otlp_bearer_token`) or its file
+    (`otlp_bearer_token_file`, whitespace stripped), registered with the log masker."""
+    if token is None and token_file:
         try:
-            token = Path(otlp.bearer_token_file).read_text().strip()
+            token = Path(token_file).read_text().strip()
         except OSError as exc:
-            raise ConfigError(f"otlp_bearer_token_file {otlp.bearer_token_file}: {exc.strerror}") from None
+            raise ConfigError(f"otlp_bearer_token_file {token_file}: {exc.strerror}") from None
         if not token:
-            raise ConfigError(f"otlp_bearer_token_file {otlp.bearer_token_file} is empty")
+            raise ConfigError(f"otlp_bearer_token_file {token_file} is empty")
     if token is not None:
         MASKER.add([token])
     return token
+
+
+def check_otlp_tls(cert_file: str | None, key_file: str | None, client_ca_file: str | None) -> bool:
+    """True when the OTLP receivers serve TLS; a ConfigError for an incomplete set of files."""
+    if cert_file or key_file:
+        if not (cert_file and key_file):
+            raise ConfigError("otlp_tls_cert_file and otlp_tls_key_file must be set together")
+        return True
+    if client_ca_file:
+        raise ConfigError("otlp_tls_client_ca_file needs otlp_tls_cert_file and otlp_tls_key_file (TLS)")
+    return False
 
 
 @dataclass(frozen=True)
@@ -176,16 +184,19 @@ class EndpointSecurity:
         return "https" if self.ssl_context is not None else "http"
 
 
-def otlp_security(otlp: OtlpSettings, refused: Refused | None = None) -> EndpointSecurity:
-    """The OTLP receiver's TLS and bearer-token check from its settings."""
+def otlp_security(
+    *,
+    cert_file: str | None = None,
+    key_file: str | None = None,
+    client_ca_file: str | None = None,
+    token: str | None = None,
+    refused: Refused | None = None,
+) -> EndpointSecurity:
+    """The OTLP/HTTP receiver's TLS (mTLS with a client CA) and bearer-token check."""
     context = None
-    if otlp.tls_cert_file or otlp.tls_key_file:
-        if not (otlp.tls_cert_file and otlp.tls_key_file):
-            raise ConfigError("otlp_tls_cert_file and otlp_tls_key_file must be set together")
-        context = server_ssl_context(otlp.tls_cert_file, otlp.tls_key_file, otlp.tls_client_ca_file)
-    elif otlp.tls_client_ca_file:
-        raise ConfigError("otlp_tls_client_ca_file needs otlp_tls_cert_file and otlp_tls_key_file (TLS)")
-    token = otlp_bearer_token(otlp)
+    if check_otlp_tls(cert_file, key_file, client_ca_file):
+        assert cert_file and key_file
+        context = server_ssl_context(cert_file, key_file, client_ca_file)
     middlewares = (bearer_middleware(token, RefusalLog("OTLP receiver", refused)),) if token else ()
     return EndpointSecurity(context, middlewares)
 

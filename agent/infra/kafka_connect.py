@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
+from agent.config import KafkaSettings
 from agent.infra.waiting import reachable
 
 T = TypeVar("T")
@@ -76,3 +77,22 @@ def _close_result(done: Future[T], close: Callable[[T], object]) -> None:
     if not done.cancelled() and done.exception() is None:
         with contextlib.suppress(Exception):
             close(done.result())
+
+
+def kafka_connection(kafka: KafkaSettings) -> dict[str, Any]:
+    """kafka-python options shared by the consumer, the results producer and `label-queue`:
+    bootstrap_servers, security_protocol, sasl_*, ssl_*."""
+    password = kafka.sasl_password
+    optional = {
+        "sasl_mechanism": kafka.sasl_mechanism,
+        "sasl_plain_username": kafka.sasl_username,
+        "sasl_plain_password": password.get_secret_value() if password else None,
+        "ssl_cafile": kafka.ssl_cafile,
+        "ssl_certfile": kafka.ssl_certfile,
+        "ssl_keyfile": kafka.ssl_keyfile,
+    }
+    return {
+        "bootstrap_servers": list(kafka.bootstrap),
+        "security_protocol": kafka.security_protocol,
+        **{k: v for k, v in optional.items() if v is not None},
+    }

@@ -90,7 +90,11 @@ class Dependencies:
             if not await waiter.try_once():
                 self._tasks.append(asyncio.create_task(waiter.until_up(), name=f"wait-{waiter.name}"))
 
-    async def shutdown(self) -> None:
+    async def flush(self) -> None:
+        """Nothing held."""
+
+    async def shutdown(self, timeout: float) -> None:
+        """Stop probing the dependencies still awaited."""
         tasks, self._tasks = self._tasks, []
         for task in tasks:
             task.cancel()

@@ -28,10 +28,11 @@ import re
 import secrets
 import string
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from agent.config import JudgeSettings
 from agent.infra.throttled_log import ThrottledLog
 from agent.judges.base import (
     ASSESS_CHUNKS,
@@ -68,7 +69,6 @@ __all__ = [
     "Fence",
     "InvalidAnswer",
     "LLMJudge",
-    "LLMJudgeOptions",
     "Prompt",
     "load_prompt",
     "numbered_statements",
@@ -244,24 +244,6 @@ def self_check_line(model: str, error: JudgeError, where: str = "") -> str:
 # -- The judge -----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class LLMJudgeOptions:
-    """How LLMJudge calls its model; every field comes from Settings (see agent/config.py)."""
-
-    api_base: str | None = None
-    api_key: str | None = None
-    timeout: float = 30.0
-    max_retries: int = 3
-    retry_base_delay: float = 0.5
-    retry_max_elapsed: float = 60.0
-    breaker_failures: int = 5
-    breaker_cooldown: float = 30.0
-    max_concurrency: int = 16
-    structured_output: StructuredOutput = "auto"
-    # Passed to litellm.acompletion as is (e.g. provider-specific parameters).
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
 class _Retryable(Exception):
     """A transient failure (429, 5xx, timeout, connection): worth another attempt after a pause."""
 
@@ -412,20 +394,25 @@ class LLMJudge:
 
     def __init__(
         self,
-        model: str,
-        options: LLMJudgeOptions | None = None,
+        settings: JudgeSettings,
         usage: UsageSink | None = None,
         spend: SpendSink | None = None,
+        *,
+        retry_base_delay: float = 0.5,
+        extra: Mapping[str, Any] | None = None,
     ) -> None:
-        self._model = model
-        self._options = options or LLMJudgeOptions()
+        """`extra` is passed to litellm.acompletion as is (e.g. provider-specific parameters)."""
+        self._model = settings.model
+        self._options = settings
+        self._retry_base_delay = retry_base_delay
+        self._extra = dict(extra or {})
         self._usage_sink = usage
         # The judge budget's USD, priced per response; calls are counted by InstrumentedJudge.
         self._spend = spend
         self._unpriced_models: set[str] = set()
         self._litellm = load_litellm()
         self._prompts = {kind: load_prompt(kind) for kind in PROMPT_KINDS}
-        self._breaker = CircuitBreaker(self._options.breaker_failures, self._options.breaker_cooldown)
+        self._breaker = CircuitBreaker(self._options.breaker_failures, self._options.breaker_cooldown_seconds)
         self._semaphore = asyncio.Semaphore(self._options.max_concurrency)
         # A Retry-After applies to every call of this judge, not only to the one that got it.
         self._not_before = 0.0
@@ -434,8 +421,10 @@ class LLMJudge:
         self.usage = Usage()
         # The provider's credential variables (e.g. OPENAI_API_KEY), for the line that says what
         # to set; those missing matter only when no key is configured in ragpulse.
-        self._key_variables = key_variables(self._litellm, model)
-        self._missing_keys = () if self._options.api_key else _missing_credentials(self._litellm, model)
+        self._key_variables = key_variables(self._litellm, settings.model)
+        self._missing_keys = (
+            () if self._options.api_key else _missing_credentials(self._litellm, settings.model)
+        )
         # The line of the last failure that says this judge cannot work at all (auth, unknown
         # model), until a call succeeds again: /readyz and the commands report it.
         self._broken: str | None = None
@@ -616,7 +605,7 @@ class LLMJudge:
             wait = self._not_before - time.monotonic()
             if wait > 0:
                 # Another call was told to wait (Retry-After): honour it here too.
-                if time.monotonic() - started + wait > options.retry_max_elapsed:
+                if time.monotonic() - started + wait > options.retry_max_elapsed_seconds:
                     raise JudgeError(
                         f"judge {self._model} asked to wait {wait:.1f}s (Retry-After)",
                         retryable=True,
@@ -634,10 +623,10 @@ class LLMJudge:
                     self._breaker.record_failure()  # every failed attempt counts, timeouts included
                 if exc.retry_after is not None:
                     self._not_before = max(self._not_before, time.monotonic() + exc.retry_after)
-                backoff = options.retry_base_delay * 2 ** (attempt - 1) * random.uniform(0.5, 1.5)
+                backoff = self._retry_base_delay * 2 ** (attempt - 1) * random.uniform(0.5, 1.5)
                 delay = max(backoff, exc.retry_after or 0.0)
                 elapsed = time.monotonic() - started
-                if attempt > options.max_retries or elapsed + delay > options.retry_max_elapsed:
+                if attempt > options.max_retries or elapsed + delay > options.retry_max_elapsed_seconds:
                     raise JudgeError(
                         f"{exc} (gave up after {attempt} attempt(s), {elapsed:.1f}s)",
                         retryable=True,
@@ -666,21 +655,21 @@ class LLMJudge:
             "model": self._model,
             "messages": messages,
             "temperature": 0,
-            "timeout": options.timeout,
+            "timeout": options.timeout_seconds,
             "num_retries": 0,  # retries are ours: only transient errors, with backoff and a cap
             "max_retries": 0,
-            **options.extra,
+            **self._extra,
         }
         if options.api_base:
             request["api_base"] = options.api_base
         if options.api_key:
-            request["api_key"] = options.api_key
+            request["api_key"] = options.api_key.get_secret_value()
         if response_format is not None:
             request["response_format"] = response_format
         try:
-            response = await asyncio.wait_for(litellm.acompletion(**request), options.timeout + 5)
+            response = await asyncio.wait_for(litellm.acompletion(**request), options.timeout_seconds + 5)
         except TimeoutError:
-            raise _Retryable(f"judge call timed out after {options.timeout}s", "timeout") from None
+            raise _Retryable(f"judge call timed out after {options.timeout_seconds}s", "timeout") from None
         except Exception as exc:
             status = getattr(exc, "status_code", None)
             reason = _classify(status, exc, litellm, self._missing_keys)

@@ -20,10 +20,10 @@ import asyncio
 import random
 import time
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agent.judges.base import JudgeError, SpendSink
-from agent.judges.llm import LLMJudgeOptions, UsageSink, load_litellm, retry_after_seconds
+from agent.judges.llm import UsageSink, load_litellm, retry_after_seconds
 from agent.judges.questions import Fence, load_prompt
 from agent.offline.testset import (
     MULTI,
@@ -35,6 +35,9 @@ from agent.offline.testset import (
     restore,
 )
 from agent.redact import Redactor
+
+if TYPE_CHECKING:
+    from agent.config import JudgeSettings
 
 WRITE_ITEM = "write_testset_item"
 # What each kind asks for; the prompt file says what an item is.
@@ -104,18 +107,21 @@ def _permanent(status: object, exc: BaseException) -> str:
 class LLMItemWriter:
     def __init__(
         self,
-        model: str,
-        options: LLMJudgeOptions,
+        settings: JudgeSettings,
         usage: UsageSink | None = None,
         spend: SpendSink | None = None,
+        *,
+        retry_base_delay: float = 0.5,
     ) -> None:
-        self._model = model
-        self._options = options
+        """Calls the judge model of `settings` with its timeouts, retries and concurrency."""
+        self._model = settings.model
+        self._options = settings
+        self._retry_base_delay = retry_base_delay
         self._usage = usage
         self._spend = spend
         self._litellm = load_litellm()
         self._prompt = load_prompt(WRITE_ITEM)
-        self._semaphore = asyncio.Semaphore(options.max_concurrency)
+        self._semaphore = asyncio.Semaphore(settings.max_concurrency)
 
     @property
     def model(self) -> str:
@@ -143,11 +149,11 @@ class LLMItemWriter:
             except _Transient as exc:
                 attempt += 1
                 delay = max(
-                    options.retry_base_delay * 2 ** (attempt - 1) * random.uniform(0.5, 1.5),
+                    self._retry_base_delay * 2 ** (attempt - 1) * random.uniform(0.5, 1.5),
                     exc.retry_after or 0.0,
                 )
                 elapsed = time.monotonic() - started
-                if attempt > options.max_retries or elapsed + delay > options.retry_max_elapsed:
+                if attempt > options.max_retries or elapsed + delay > options.retry_max_elapsed_seconds:
                     raise JudgeError(
                         f"{exc} (gave up after {attempt} attempt(s), {elapsed:.1f}s)",
                         retryable=True,
@@ -161,21 +167,20 @@ class LLMItemWriter:
             "model": self._model,
             "messages": messages,
             "temperature": 0,
-            "timeout": options.timeout,
+            "timeout": options.timeout_seconds,
             "num_retries": 0,
             "max_retries": 0,
-            **options.extra,
         }
         if options.structured_output != "off":
             request["response_format"] = {"type": "json_object"}
         if options.api_base:
             request["api_base"] = options.api_base
         if options.api_key:
-            request["api_key"] = options.api_key
+            request["api_key"] = options.api_key.get_secret_value()
         try:
-            response = await asyncio.wait_for(litellm.acompletion(**request), options.timeout + 5)
+            response = await asyncio.wait_for(litellm.acompletion(**request), options.timeout_seconds + 5)
         except TimeoutError:
-            raise _Transient(f"call timed out after {options.timeout}s", "timeout") from None
+            raise _Transient(f"call timed out after {options.timeout_seconds}s", "timeout") from None
         except Exception as exc:
             status = getattr(exc, "status_code", None)
             reason = _reason(status, exc, litellm)

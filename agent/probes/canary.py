@@ -22,15 +22,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from agent.config import CanarySettings
 from agent.telemetry import CanaryTelemetry
 
 STATISTICS = ("auroc", "balanced_accuracy")
-
-
-@dataclass(frozen=True, slots=True)
-class CanaryConfig:
-    max_mean_shift: float = 0.1
-    max_agreement_drop: float = 0.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +62,7 @@ class Comparison:
 
 
 def compare(
-    run: Mapping[str, MetricRun], accepted: Mapping[str, MetricRun] | None, config: CanaryConfig
+    run: Mapping[str, MetricRun], accepted: Mapping[str, MetricRun] | None, config: CanarySettings
 ) -> Comparison:
     if accepted is None:
         return Comparison(False, dict.fromkeys(run, 0.0))

@@ -17,8 +17,8 @@ import asyncio
 import json
 import logging
 from collections import Counter
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -26,6 +26,7 @@ from opentelemetry import context as otel_context
 from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from agent.config import ProbeEndpoint, ProbeSettings
 from agent.otlp import probes as attributes
 
 log = logging.getLogger(__name__)
@@ -42,27 +43,6 @@ class GoldenItem:
     question: str
     reference: str | None = None
     relevant_ids: tuple[str, ...] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Endpoint:
-    """An app endpoint: `body` is a JSON template whose strings have "{question}" replaced;
-    `answer_path` is the dotted path of the answer in the JSON response."""
-
-    url: str
-    name: str = "app"
-    method: str = "POST"
-    body: Any = field(default_factory=lambda: {"question": "{question}"})
-    headers: Mapping[str, str] = field(default_factory=dict, repr=False)  # may hold a credential
-    answer_path: str = "answer"
-
-
-@dataclass(frozen=True, slots=True)
-class ProberConfig:
-    set_name: str
-    endpoints: tuple[Endpoint, ...]
-    timeout_seconds: float = 30.0
-    concurrency: int = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,8 +127,8 @@ def missing_answer_hint(document: Any, path: str) -> str:
 class Prober:
     """Runs rounds of the golden set against the endpoints; spans go to `tracer`'s provider."""
 
-    def __init__(self, config: ProberConfig, tracer: Tracer) -> None:
-        self._config = config
+    def __init__(self, settings: ProbeSettings, tracer: Tracer) -> None:
+        self._config = settings
         self._tracer = tracer
         self._propagator = TraceContextTextMapPropagator()
 
@@ -160,7 +140,7 @@ class Prober:
         timeout = aiohttp.ClientTimeout(total=self._config.timeout_seconds)
         async with aiohttp.ClientSession(timeout=timeout) as session:
 
-            async def one(item: GoldenItem, endpoint: Endpoint) -> ProbeOutcome | None:
+            async def one(item: GoldenItem, endpoint: ProbeEndpoint) -> ProbeOutcome | None:
                 async with semaphore:
                     if stop is not None and stop.is_set():
                         return None
@@ -173,7 +153,7 @@ class Prober:
         return Round(sent, unsent=len(outcomes) - len(sent))
 
     async def _probe(
-        self, session: aiohttp.ClientSession, item: GoldenItem, endpoint: Endpoint
+        self, session: aiohttp.ClientSession, item: GoldenItem, endpoint: ProbeEndpoint
     ) -> ProbeOutcome:
         span_attributes: dict[str, Any] = {
             attributes.SET: self._config.set_name,
@@ -200,7 +180,11 @@ class Prober:
         return ProbeOutcome(item.id, endpoint.name, trace_id, failure, answer, hint)
 
     async def _send(
-        self, session: aiohttp.ClientSession, item: GoldenItem, endpoint: Endpoint, headers: dict[str, str]
+        self,
+        session: aiohttp.ClientSession,
+        item: GoldenItem,
+        endpoint: ProbeEndpoint,
+        headers: dict[str, str],
     ) -> tuple[str | None, str | None, str | None]:
         """(failure, answer, hint): a hint says why a no_answer response held no answer."""
         body = fill(endpoint.body, item.question)

@@ -10,8 +10,8 @@ spans); without either they are left out, never scored 0.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
+from agent.config import ProbeSettings
 from agent.evaluate import Evaluation, Evaluator
 from agent.judges.base import Judge
 from agent.metrics import METRICS, id_rank_scores
@@ -23,23 +23,16 @@ REFERENCE_METRICS = ("context_recall", "answer_correctness")
 RANK_JUDGE = "ids"  # MetricResult.judge of the rank metrics: computed from ids, no judge asked
 
 
-@dataclass(frozen=True, slots=True)
-class ProbeScoring:
-    """`metrics`: judged metric names (the configured set plus REFERENCE_METRICS); `k`: the
-    cut-off of the rank metrics (as `ragpulse eval --k`)."""
-
-    metrics: tuple[str, ...]
-    k: int = 5
-
-
 class ProbeScorer:
     """Scores probe interactions (`assess` has the Evaluator's signature, for the pipeline)."""
 
-    def __init__(self, config: ProbeScoring, judge: Judge) -> None:
-        names = dict.fromkeys([*config.metrics, *REFERENCE_METRICS])  # ordered, unique
-        metrics: Sequence[Metric] = [METRICS[name]() for name in names]
-        self._evaluator = Evaluator(metrics, judge)
-        self._k = config.k
+    def __init__(self, settings: ProbeSettings, judge: Judge, metrics: Sequence[str]) -> None:
+        """`metrics`: the configured judged metrics (REFERENCE_METRICS are added); `settings.k`:
+        the cut-off of the rank metrics (as `ragpulse eval --k`)."""
+        names = dict.fromkeys([*metrics, *REFERENCE_METRICS])  # ordered, unique
+        chosen: Sequence[Metric] = [METRICS[name]() for name in names]
+        self._evaluator = Evaluator(chosen, judge)
+        self._k = settings.k
 
     async def assess(self, interaction: RagInteraction) -> Evaluation:
         evaluation = await self._evaluator.assess(interaction)

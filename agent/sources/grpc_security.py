@@ -14,8 +14,8 @@ from typing import Any
 
 import grpc
 
-from agent.config import ConfigError, OtlpSettings
-from agent.infra.endpoint_security import Refused, bearer_matches, otlp_bearer_token
+from agent.config import ConfigError
+from agent.infra.endpoint_security import Refused, bearer_matches, check_otlp_tls
 
 log = logging.getLogger(__name__)
 
@@ -29,23 +29,17 @@ def _read(path: str, setting: str) -> bytes:
         raise ConfigError(f"{setting} {path}: {exc.strerror}") from None
 
 
-def server_credentials(otlp: OtlpSettings) -> grpc.ServerCredentials | None:
+def server_credentials(
+    cert_file: str | None, key_file: str | None, client_ca_file: str | None
+) -> grpc.ServerCredentials | None:
     """TLS credentials for the gRPC receiver, None for plaintext; mTLS with a client CA."""
-    cert, key, client_ca = (
-        otlp.tls_cert_file,
-        otlp.tls_key_file,
-        otlp.tls_client_ca_file,
-    )
-    if not (cert or key):
-        if client_ca:
-            raise ConfigError("otlp_tls_client_ca_file needs otlp_tls_cert_file and otlp_tls_key_file (TLS)")
+    if not check_otlp_tls(cert_file, key_file, client_ca_file):
         return None
-    if not (cert and key):
-        raise ConfigError("otlp_tls_cert_file and otlp_tls_key_file must be set together")
+    assert cert_file and key_file
     return grpc.ssl_server_credentials(
-        [(_read(key, "otlp_tls_key_file"), _read(cert, "otlp_tls_cert_file"))],
-        root_certificates=_read(client_ca, "otlp_tls_client_ca_file") if client_ca else None,
-        require_client_auth=bool(client_ca),
+        [(_read(key_file, "otlp_tls_key_file"), _read(cert_file, "otlp_tls_cert_file"))],
+        root_certificates=_read(client_ca_file, "otlp_tls_client_ca_file") if client_ca_file else None,
+        require_client_auth=bool(client_ca_file),
     )
 
 
@@ -88,8 +82,6 @@ class BearerTokenInterceptor(grpc.aio.ServerInterceptor):
         await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
 
 
-def interceptors(
-    otlp: OtlpSettings, refused: Refused | None = None
-) -> tuple[grpc.aio.ServerInterceptor, ...]:
-    token = otlp_bearer_token(otlp)
+def interceptors(token: str | None, refused: Refused | None = None) -> tuple[grpc.aio.ServerInterceptor, ...]:
+    """The bearer-token check (`token` from otlp_bearer_token / otlp_bearer_token_file), if any."""
     return (BearerTokenInterceptor(token, refused),) if token else ()

@@ -40,9 +40,8 @@ import signal
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition
@@ -50,10 +49,11 @@ from kafka.consumer.subscription_state import AsyncConsumerRebalanceListener
 from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata
 
-from agent.infra.kafka_connect import open_kafka
+from agent.config import KafkaSettings
+from agent.infra.kafka_connect import kafka_connection, open_kafka
 from agent.infra.throttled_log import ThrottledLog
 from agent.infra.waiting import Dependencies, Waiter
-from agent.otlp.decode import KAFKA_ENCODINGS, DecodedRequest, UndecodableError, decode_kafka_value
+from agent.otlp.decode import DecodedRequest, UndecodableError, decode_kafka_value
 from agent.sources.base import Intake
 from agent.sources.handover import DECODE_INLINE_BYTES, LoopTurns, slices
 from agent.sources.offsets import OffsetTracker
@@ -66,39 +66,26 @@ SOURCE = "kafka"
 _FINISHED = -1
 
 
-@dataclass(frozen=True, slots=True)
-class KafkaSourceConfig:
-    # Connection options shared with producers: bootstrap_servers, security_protocol, sasl_*, ssl_*.
-    connection: Mapping[str, Any]
-    topic: str
-    group_id: str
-    encoding: str = "otlp_proto"
-    auto_offset_reset: str = "latest"
-    client_id: str = "ragpulse"
-    session_timeout_ms: int = 10_000
-    heartbeat_interval_ms: int = 3_000
-    max_poll_interval_ms: int = 300_000
-    max_poll_records: int = 500
-    # RAG spans are large (several chunks of text each): allow multi-megabyte messages.
-    max_partition_fetch_bytes: int = 16 * 1024 * 1024
-    fetch_max_bytes: int = 64 * 1024 * 1024
-    commit_interval_seconds: float = 1.0
-    lag_interval_seconds: float = 5.0
+_CLIENT_ID = "ragpulse"
+_MAX_POLL_RECORDS = 500
+_LAG_INTERVAL_SECONDS = 5.0
 
-    def consumer_options(self) -> dict[str, Any]:
-        return {
-            **self.connection,
-            "group_id": self.group_id,
-            "client_id": self.client_id,
-            "auto_offset_reset": self.auto_offset_reset,
-            "enable_auto_commit": False,
-            "session_timeout_ms": self.session_timeout_ms,
-            "heartbeat_interval_ms": self.heartbeat_interval_ms,
-            "max_poll_interval_ms": self.max_poll_interval_ms,
-            "max_poll_records": self.max_poll_records,
-            "max_partition_fetch_bytes": self.max_partition_fetch_bytes,
-            "fetch_max_bytes": self.fetch_max_bytes,
-        }
+
+def consumer_options(kafka: KafkaSettings) -> dict[str, Any]:
+    # RAG spans are large (several chunks of text each): the fetch sizes allow multi-megabyte messages.
+    return {
+        **kafka_connection(kafka),
+        "group_id": kafka.group_id,
+        "client_id": _CLIENT_ID,
+        "auto_offset_reset": kafka.auto_offset_reset,
+        "enable_auto_commit": False,
+        "session_timeout_ms": kafka.session_timeout_ms,
+        "heartbeat_interval_ms": kafka.heartbeat_interval_ms,
+        "max_poll_interval_ms": kafka.max_poll_interval_ms,
+        "max_poll_records": _MAX_POLL_RECORDS,
+        "max_partition_fetch_bytes": kafka.max_partition_fetch_bytes,
+        "fetch_max_bytes": kafka.fetch_max_bytes,
+    }
 
 
 class _Rebalance(AsyncConsumerRebalanceListener):
@@ -128,16 +115,12 @@ class KafkaSource:
 
     def __init__(
         self,
-        config: KafkaSourceConfig,
+        settings: KafkaSettings,
         telemetry: KafkaTelemetry,
         on_fatal: Callable[[], None] | None = None,
         dependencies: Dependencies | None = None,
     ) -> None:
-        if config.encoding not in KAFKA_ENCODINGS:
-            raise ValueError(
-                f"kafka encoding must be one of {sorted(KAFKA_ENCODINGS)}, got {config.encoding!r}"
-            )
-        self._config = config
+        self._config = settings
         self._telemetry = telemetry
         # The tracker and the owned set are shared with the IO thread's rebalance listener.
         self._lock = threading.Lock()
@@ -165,7 +148,7 @@ class KafkaSource:
         # committed) so that its supervisor restarts it; a replica that silently stops consuming
         # while its liveness probe says 200 is the failure this avoids.
         self._on_fatal = on_fatal or (lambda: os.kill(os.getpid(), signal.SIGTERM))
-        servers = ",".join(config.connection["bootstrap_servers"])
+        servers = ",".join(settings.bootstrap)
         self.dependency = (dependencies or Dependencies()).add("Kafka", servers)
         self._waiter = Waiter(self.dependency, self._open_consumer)
 
@@ -183,7 +166,7 @@ class KafkaSource:
 
     async def _open_consumer(self) -> KafkaConsumer:
         return await open_kafka(
-            KafkaConsumer, self._config.consumer_options(), lambda c: c.close(autocommit=False)
+            KafkaConsumer, consumer_options(self._config), lambda c: c.close(autocommit=False)
         )
 
     def _subscribe(self, consumer: KafkaConsumer | None) -> None:
@@ -195,7 +178,7 @@ class KafkaSource:
         log.info(
             "consuming %s from %s as group %s (%s)",
             self._config.topic,
-            ",".join(self._config.connection["bootstrap_servers"]),
+            ",".join(self._config.bootstrap),
             self._config.group_id,
             self._config.encoding,
         )
@@ -262,7 +245,7 @@ class KafkaSource:
                 await asyncio.sleep(1.0)
 
     async def _step(self, consumer: KafkaConsumer) -> None:
-        records = await asyncio.to_thread(consumer.poll, 200, self._config.max_poll_records)
+        records = await asyncio.to_thread(consumer.poll, 200, _MAX_POLL_RECORDS)
         self._forget_revoked()
         with self._lock:
             generations = {tp: self._generations.get(tp, 0) for tp in records}
@@ -279,7 +262,7 @@ class KafkaSource:
         if now - self._last_commit >= self._config.commit_interval_seconds:
             self._last_commit = now
             await self._commit(consumer)
-        if now - self._last_lag >= self._config.lag_interval_seconds:
+        if now - self._last_lag >= _LAG_INTERVAL_SECONDS:
             self._last_lag = now
             await self._export_lag(consumer)
 
@@ -484,3 +467,9 @@ class KafkaSource:
                 max(0, highwater - committed)
             )
             self._lag_partitions.add(tp)
+
+
+def build(
+    section: KafkaSettings, telemetry: KafkaTelemetry, dependencies: Dependencies | None = None
+) -> KafkaSource:
+    return KafkaSource(section, telemetry, dependencies=dependencies)

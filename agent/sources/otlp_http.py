@@ -34,11 +34,12 @@ from google.protobuf import json_format
 from google.rpc import code_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from agent.infra.endpoint_security import EndpointSecurity
+from agent.config import OtlpSettings
+from agent.infra.endpoint_security import EndpointSecurity, otlp_bearer_token, otlp_security
 from agent.infra.listening import listen_error
 from agent.otlp.decode import DecodedRequest, Encoding, UndecodableError, decode_request
 from agent.sources import refusals
-from agent.sources.base import Intake
+from agent.sources.base import Intake, Source
 from agent.sources.handover import ACCEPT_SLICE_SPANS, DECODE_INLINE_BYTES, slices
 from agent.sources.refusals import RateLimitFilter, Refusals
 from agent.telemetry import IntakeTelemetry
@@ -309,3 +310,34 @@ class OtlpHttpSource:
         message = f"body exceeds {self._max_body_bytes} bytes; send smaller batches"
         self._intake.dead_letter("too_large", message)
         return _status_response(413, code_pb2.INVALID_ARGUMENT, message, encoding, refusals.TOO_LARGE)
+
+
+def build(section: OtlpSettings, telemetry: IntakeTelemetry) -> Source:
+    """The embedded receivers of `section`: OTLP/HTTP, and OTLP/gRPC beside it unless disabled,
+    with the same TLS, mTLS and bearer-token settings (refusals counted with the receivers'
+    other refusals, reason "unauthorized")."""
+    secret = section.bearer_token.get_secret_value() if section.bearer_token is not None else None
+    token = otlp_bearer_token(secret, section.bearer_token_file)
+    tls = (section.tls_cert_file, section.tls_key_file, section.tls_client_ca_file)
+    http = OtlpHttpSource(
+        *section.address,
+        max_body_bytes=section.max_body_bytes,
+        telemetry=telemetry,
+        security=otlp_security(cert_file=tls[0], key_file=tls[1], client_ca_file=tls[2], token=token),
+    )
+    if section.grpc_address is None:
+        return http
+    # Imported here so that disabling gRPC never loads grpcio.
+    from agent.sources.composite import CompositeSource
+    from agent.sources.grpc_security import interceptors, server_credentials
+    from agent.sources.otlp_grpc import SOURCE as GRPC_SOURCE
+    from agent.sources.otlp_grpc import OtlpGrpcSource
+
+    grpc = OtlpGrpcSource(
+        *section.grpc_address,
+        max_body_bytes=section.max_body_bytes,
+        refused=telemetry.requests_refused,
+        credentials=server_credentials(*tls),
+        interceptors=interceptors(token, telemetry.requests_refused.labels(GRPC_SOURCE, "unauthorized").inc),
+    )
+    return CompositeSource([http, grpc])

@@ -18,15 +18,16 @@ import contextlib
 import logging
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from agent.budget import BudgetController
-from agent.model import MetricResult, Outcome, RagInteraction, Span
-from agent.sampling import KeepRule, RateTable, trace_fraction
+from agent.config import TrustSettings
+from agent.model import Evaluated, Mark, MetricResult, Outcome, RagInteraction, Span
+from agent.otlp.assemble import Assembly
 from agent.telemetry import TrustTelemetry
-from agent.trust.calibration import CalibrationSet
-from agent.trust.label_sampling import LabelSampler, label_fraction
+from agent.trust.calibration import CalibrationSet, load_calibrations
+from agent.trust.label_sampling import LABEL_MARK, LabelSampler, label_fraction
 from agent.trust.labels import Label, carries_labels, labels_from_span
 from agent.trust.ppi import Estimate, JudgedMoments, LabelledMoments, Tuning, ppi_mean
 
@@ -36,15 +37,8 @@ SeriesKey = tuple[str, str, str]  # service, route, metric
 _LOG_INTERVAL = 60.0  # seconds between log lines about unusable labels; the counter sees each one
 
 
-@dataclass(frozen=True, slots=True)
-class PpiConfig:
-    window_seconds: float = 3600.0
-    min_labels: int = 30
-    windows_kept: int = 2
-    max_series: int = 2000
-    max_pending: int = 100_000
-    alpha: float = 0.05
-    tuning: Tuning = "ppi++"
+_ALPHA = 0.05  # the estimates' intervals are 95% intervals
+_TUNING: Tuning = "ppi++"
 
 
 class _Window:
@@ -69,21 +63,29 @@ class _Awaiting:
 
 
 class PpiAggregator:
+    """Trust in the stream, one component in three roles: the marker that draws interactions for
+    human labels (decided once, before export, so published results carry the same draw); the
+    exporter that adds judged scores to the estimates; the observer that reads human labels from
+    annotation spans as they arrive."""
+
     def __init__(
         self,
         telemetry: TrustTelemetry,
-        config: PpiConfig,
-        sampler: LabelSampler,
+        settings: TrustSettings,
         *,
+        max_series: int = 2000,
         calibrations: CalibrationSet | None = None,
-        uniform: Callable[[RagInteraction], bool] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._telemetry = telemetry
-        self._config = config
-        self._sampler = sampler
+        self._settings = settings
+        self._max_series = max_series
+        self._sampler = LabelSampler(
+            settings.label_sample_rate,
+            settings.label_oversample,
+            (settings.label_uncertain_low, settings.label_uncertain_high),
+        )
         self._calibrations = calibrations or CalibrationSet()
-        self._uniform = uniform
         self._clock = clock
         self._series: OrderedDict[SeriesKey, deque[_Window]] = OrderedDict()
         self._awaiting: OrderedDict[str, _Awaiting] = OrderedDict()
@@ -93,17 +95,26 @@ class PpiAggregator:
 
     @property
     def sampler(self) -> LabelSampler:
-        """The label sampler, shared with exporters that mark drawn interactions on results."""
         return self._sampler
+
+    # -- Marker: drawn for labelling ------------------------------------------------------------
+
+    def mark(self, interaction: RagInteraction, results: Sequence[MetricResult]) -> Mark | None:
+        """The label draw of one evaluated interaction; None when it is not drawn."""
+        request = self._sampler.decide(interaction.interaction_id, results)
+        if not request.requested:
+            return None
+        return Mark(LABEL_MARK, request.attributes(), request.weight)
 
     # -- Judged interactions (Exporter) ---------------------------------------------------------
 
-    async def export(self, interaction: RagInteraction, results: Sequence[MetricResult]) -> None:
-        if self._uniform is not None and not self._uniform(interaction):
+    async def export(self, evaluated: Evaluated) -> None:
+        if not evaluated.decision.uniform:
             # Kept by a rule (e.g. negative feedback), not by the random rate: not a uniform
             # sample of traffic, so it would bias the estimate.
             return
-        window = int(self._clock() // self._config.window_seconds)
+        interaction, results = evaluated.interaction, evaluated.results
+        window = int(self._clock() // self._settings.ppi_window_seconds)
         scores: dict[str, float] = {}
         for result in results:
             if result.outcome is not Outcome.OK or result.value is None:
@@ -113,12 +124,12 @@ class PpiAggregator:
             key = (interaction.service, interaction.route, result.metric)
             self._window(key, window).judged.add(score)
             self._publish(key)
-        request = self._sampler.decide(interaction.interaction_id, results)
-        if request.requested and scores:
+        drawn = evaluated.mark(LABEL_MARK)
+        if drawn is not None and scores:
             self._telemetry.label_requests.labels(interaction.service, interaction.route).inc()
             self._remember(
                 interaction.interaction_id,
-                _Awaiting(interaction.service, interaction.route, window, scores, request.weight),
+                _Awaiting(interaction.service, interaction.route, window, scores, drawn.weight),
             )
 
     def _calibrated(self, metric: str, value: float) -> float:
@@ -128,8 +139,8 @@ class PpiAggregator:
     def _window(self, key: SeriesKey, index: int) -> _Window:
         windows = self._series.get(key)
         if windows is None:
-            windows = self._series[key] = deque(maxlen=self._config.windows_kept)
-            if len(self._series) > self._config.max_series:
+            windows = self._series[key] = deque(maxlen=self._settings.ppi_windows_kept)
+            if len(self._series) > self._max_series:
                 old, _ = self._series.popitem(last=False)
                 self._forget_gauges(old)
         else:
@@ -147,7 +158,7 @@ class PpiAggregator:
         self._awaiting.move_to_end(interaction_id)
         trace_id = interaction_id.partition(":")[0]
         self._by_trace.setdefault(trace_id, set()).add(interaction_id)
-        while len(self._awaiting) > self._config.max_pending:
+        while len(self._awaiting) > self._settings.label_max_pending:
             old, _ = self._awaiting.popitem(last=False)
             self._unindex(old)
 
@@ -161,8 +172,8 @@ class PpiAggregator:
 
     # -- Labels -----------------------------------------------------------------------------------
 
-    def observe_spans(self, spans: Iterable[Span]) -> None:
-        """Pipeline hook: read human labels from annotation spans as they arrive."""
+    def on_spans(self, spans: Sequence[Span]) -> None:
+        """Observer: read human labels from annotation spans as they arrive."""
         for span in spans:
             if not carries_labels(span):
                 continue
@@ -226,10 +237,8 @@ class PpiAggregator:
     def estimate(self, key: SeriesKey) -> Estimate | None:
         """The newest kept window's estimate with enough labels, or None."""
         for window in reversed(self._series.get(key, ())):
-            if window.labelled.count >= max(self._config.min_labels, 2):
-                return ppi_mean(
-                    window.judged, window.labelled, alpha=self._config.alpha, tuning=self._config.tuning
-                )
+            if window.labelled.count >= max(self._settings.ppi_min_labels, 2):
+                return ppi_mean(window.judged, window.labelled, alpha=_ALPHA, tuning=_TUNING)
         return None
 
     def _publish(self, key: SeriesKey) -> None:
@@ -253,24 +262,50 @@ class PpiAggregator:
         with contextlib.suppress(KeyError):
             self._telemetry.quality_estimate_labels.remove(*key)
 
+    def on_assembly(self, assembly: Assembly) -> None:
+        """Not observed."""
+
+    def on_interaction(self, interaction: RagInteraction) -> None:
+        """Not observed: only judged interactions (`export`) enter the estimates."""
+
+    def on_evaluated(self, evaluated: Evaluated) -> None:
+        """Not observed: `export` receives every evaluated interaction."""
+
     async def start(self) -> None:
         """Nothing to connect."""
+
+    async def flush(self) -> None:
+        """Nothing to flush: gauges are scraped."""
 
     async def shutdown(self, timeout: float) -> None:
         """Nothing to flush: gauges are scraped."""
 
 
-def rate_sampled(keep_rules: Sequence[KeepRule], rates: RateTable, budget: BudgetController) -> Callable[
-    [RagInteraction], bool
-]:  # fmt: skip
-    """True for interactions the random rate kept (not only a keep rule): the uniform sample."""
-    if not keep_rules:
-        return lambda interaction: True
-
-    def uniform(interaction: RagInteraction) -> bool:
-        if not any(rule.matches(interaction.attributes) for rule in keep_rules):
-            return True
-        rate = rates.rate(interaction.service, interaction.route) * budget.factor()
-        return trace_fraction(interaction.trace_id) < rate
-
-    return uniform
+def build(
+    section: TrustSettings, telemetry: TrustTelemetry, *, max_series: int, judge_model: str
+) -> PpiAggregator | None:
+    """The streaming prediction-powered estimate of `section`; None when label sampling is off.
+    `judge_model`: the configured judge, checked against the one a calibration was fitted on."""
+    if section.label_sample_rate <= 0:
+        if section.calibration_file:
+            log.warning("calibration_file is set but label_sample_rate is 0: no estimate uses it")
+        return None
+    calibrations = load_calibrations(Path(section.calibration_file)) if section.calibration_file else None
+    for calibration in calibrations.calibrations.values() if calibrations else ():
+        judge = calibration.fitted_on.get("judge")
+        if judge and judge != judge_model:
+            log.warning(
+                "calibration of %s was fitted on judge %s, but the judge is %s: re-run ragpulse calibrate",
+                calibration.metric, judge, judge_model,
+            )  # fmt: skip
+        thresholds = ", ".join(
+            f"{t.target}>={t.goal:g} below {t.threshold:g}"
+            for t in calibration.thresholds
+            if t.threshold is not None
+        )
+        log.info(
+            "calibration of %s loaded (%s, %s labels)%s",
+            calibration.metric, calibration.method, calibration.fitted_on.get("items", "?"),
+            f"; problem thresholds: {thresholds}" if thresholds else "",
+        )  # fmt: skip
+    return PpiAggregator(telemetry, section, max_series=max_series, calibrations=calibrations)

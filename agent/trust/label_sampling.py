@@ -23,6 +23,7 @@ from agent.model import MetricResult, Outcome
 _SALT = b"ragpulse-label-v1:"
 _SPACE = float(1 << 64)
 
+LABEL_MARK = "label"  # the name of the draw's Mark on an evaluated interaction (agent/model.py)
 # Attributes set on published results (results topic, OTLP) for interactions drawn for labelling.
 REQUESTED_ATTRIBUTE = "ragpulse.label.requested"
 WEIGHT_ATTRIBUTE = "ragpulse.label.weight"

@@ -61,7 +61,7 @@ def read_marked(
     connection: Mapping[str, Any], topic: str, wait_seconds: float
 ) -> tuple[list[dict[str, Any]], int]:
     """Every marked result on `topic` up to its current end; (rows, results read). `connection`
-    holds kafka-python's connection options (agent.build.kafka_connection)."""
+    holds kafka-python's connection options (agent.infra.kafka_connect.kafka_connection)."""
     from kafka import KafkaConsumer, TopicPartition
 
     consumer = KafkaConsumer(

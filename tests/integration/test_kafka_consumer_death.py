@@ -10,8 +10,9 @@ import uuid
 import pytest
 from prometheus_client import CollectorRegistry
 
+from agent.config import KafkaSettings
 from agent.otlp.decode import DecodedRequest
-from agent.sources.kafka import KafkaSource, KafkaSourceConfig
+from agent.sources.kafka import KafkaSource
 from agent.telemetry import KafkaTelemetry
 from tests.support.kafka_broker import Broker, produce_raw
 from tests.support.otlp import OpenIntake
@@ -41,9 +42,9 @@ class BuggyIntake(OpenIntake):
         self.dead.append((reason, detail))
 
 
-def config(broker: Broker, topic: str) -> KafkaSourceConfig:
-    return KafkaSourceConfig(
-        connection={"bootstrap_servers": [broker.bootstrap]},
+def config(broker: Broker, topic: str) -> KafkaSettings:
+    return KafkaSettings(
+        bootstrap=(broker.bootstrap,),
         topic=topic,
         group_id=f"ragpulse-defect-{uuid.uuid4().hex[:8]}",
         encoding="otlp_json",
@@ -86,7 +87,7 @@ def test_a_defect_behind_the_consumer_dead_letters_the_message_and_consumption_g
 def test_a_consumer_task_that_dies_is_logged_and_stops_the_agent(caplog: pytest.LogCaptureFixture) -> None:
     fatal: list[bool] = []
     source = KafkaSource(
-        KafkaSourceConfig(connection={"bootstrap_servers": ["127.0.0.1:9"]}, topic="t", group_id="g"),
+        KafkaSettings(bootstrap=("127.0.0.1:9",), topic="t", group_id="g"),
         KafkaTelemetry(CollectorRegistry()),
         on_fatal=lambda: fatal.append(True),
     )

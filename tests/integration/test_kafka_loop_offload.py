@@ -24,11 +24,12 @@ from prometheus_client import CollectorRegistry
 
 import agent.sources.kafka as kafka_source
 from agent.build import build_agent
-from agent.config import load_settings
+from agent.config import KafkaSettings, load_settings
 from agent.otlp.decode import DecodedRequest
 from agent.pipeline import Agent
+from agent.server import MetricsServer
 from agent.sources.handover import DECODE_INLINE_BYTES, LoopTurns
-from agent.sources.kafka import KafkaSource, KafkaSourceConfig
+from agent.sources.kafka import KafkaSource
 from agent.telemetry import KafkaTelemetry
 from tests.support.kafka_broker import Broker, produce_raw
 from tests.support.net import Scrape, http_get, scrape
@@ -113,7 +114,8 @@ class InProcessKafkaAgent:
         self.thread = threading.Thread(target=self.loop.run_forever, name="agent-loop", daemon=True)
         self.thread.start()
         asyncio.run_coroutine_threadsafe(self.agent.start(), self.loop).result(WAIT)
-        self.base = f"http://127.0.0.1:{self.agent.metrics_server.bound_port}"
+        (server,) = [c for c in self.agent.components if isinstance(c, MetricsServer)]
+        self.base = f"http://127.0.0.1:{server.bound_port}"
 
     def get(self, path: str) -> int:
         """The status of GET path; raises (URLError, timeout) when the loop does not answer."""
@@ -261,8 +263,8 @@ def test_a_large_message_reaches_the_pipeline_in_slices_with_the_loop_free_betwe
     spans = 600  # ~740 KB: one message below the test producer's 1 MB request limit
     topic = broker.create_topic(partitions=1)
     produce_raw(broker.bootstrap, topic, [interactions(spans)])
-    config = KafkaSourceConfig(
-        connection={"bootstrap_servers": [broker.bootstrap]},
+    config = KafkaSettings(
+        bootstrap=(broker.bootstrap,),
         topic=topic,
         group_id=group,
         auto_offset_reset="earliest",

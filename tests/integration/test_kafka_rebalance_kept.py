@@ -19,8 +19,9 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer
 from prometheus_client import CollectorRegistry
 
+from agent.config import KafkaSettings
 from agent.otlp.decode import DecodedRequest
-from agent.sources.kafka import KafkaSource, KafkaSourceConfig
+from agent.sources.kafka import KafkaSource
 from agent.telemetry import KafkaTelemetry
 from tests.support.kafka_broker import Broker
 from tests.support.otlp import OpenIntake
@@ -87,8 +88,8 @@ def test_a_partition_kept_across_a_rebalance_is_committed_to_its_end_once_its_wo
     finally:
         producer.close()
     registry = CollectorRegistry()
-    config = KafkaSourceConfig(
-        connection={"bootstrap_servers": [broker.bootstrap]},
+    config = KafkaSettings(
+        bootstrap=(broker.bootstrap,),
         topic=topic,
         group_id=group,
         encoding="otlp_json",

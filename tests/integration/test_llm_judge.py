@@ -20,9 +20,9 @@ from prometheus_client import CollectorRegistry
 
 from agent.budget import SpendCounter
 from agent.build import build_judge
-from agent.config import Settings
+from agent.config import JudgeSettings, Settings
 from agent.judges.cache import CachedJudge
-from agent.judges.llm import LLMJudge, LLMJudgeOptions
+from agent.judges.llm import LLMJudge
 from agent.judges.local import LexicalJudge
 from agent.metrics import METRICS, STREAMING_METRICS
 from agent.model import Chunk, MetricResult, Outcome, RagInteraction
@@ -90,15 +90,15 @@ def judge_for(
     return build_judge(settings(server, **overrides), telemetry.judge, spend=spend), telemetry
 
 
-def llm_judge(server: FakeLLMServer, **options: object) -> LLMJudge:
+def llm_judge(server: FakeLLMServer, *, retry_base_delay: float = 0.01, **options: object) -> LLMJudge:
     values: dict[str, object] = {
+        "model": MODEL,
         "api_base": server.api_base,
         "api_key": "k",
-        "timeout": 2.0,
-        "retry_base_delay": 0.01,
+        "timeout_seconds": 2.0,
     }
     values.update(options)
-    return LLMJudge(MODEL, LLMJudgeOptions(**values))  # type: ignore[arg-type]
+    return LLMJudge(JudgeSettings(**values), retry_base_delay=retry_base_delay)  # type: ignore[arg-type]
 
 
 async def evaluate(
@@ -180,7 +180,7 @@ def test_reference_metrics(fake: FakeLLMServer) -> None:
 @pytest.mark.parametrize("fault", ["429", "500", "timeout"])
 def test_transient_errors_are_retried(fake: FakeLLMServer, fault: str) -> None:
     fake.script(fault, fault)
-    judge = llm_judge(fake, timeout=0.5)
+    judge = llm_judge(fake, timeout_seconds=0.5)
     assessed = asyncio.run(judge.assess_chunks(QUERY, RESPONSE, CHUNKS))
     assert [a.useful.value for a in assessed] == [False, True, False]  # type: ignore[union-attr]
     assert fake.stats.calls == 3 and fake.stats.faults[fault] == 2
@@ -198,7 +198,9 @@ def test_retries_stop_at_the_limit_and_fail_as_an_error_outcome(fake: FakeLLMSer
 
 def test_retries_stop_at_the_elapsed_time_cap(fake: FakeLLMServer) -> None:
     fake.fail_always("429")
-    judge = llm_judge(fake, max_retries=50, retry_base_delay=0.2, retry_max_elapsed=0.5, breaker_failures=10)
+    judge = llm_judge(
+        fake, max_retries=50, retry_base_delay=0.2, retry_max_elapsed_seconds=0.5, breaker_failures=10
+    )
     started = time.monotonic()
     with pytest.raises(Exception, match="gave up"):
         asyncio.run(judge.check_response(QUERY, RESPONSE, CHUNKS))

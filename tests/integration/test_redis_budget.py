@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from agent.budget import BudgetController, RedisLedger, Spend
-from agent.judges.redis_cache import redis_client
+from agent.infra.redis import redis_client
 from tests.support.redis_server import redis_server
 
 pytestmark = pytest.mark.integration

@@ -11,8 +11,9 @@ from prometheus_client import CollectorRegistry
 
 from agent.build import build_judge
 from agent.config import Settings
+from agent.infra.redis import redis_client
 from agent.judges.cache import CachedJudge
-from agent.judges.redis_cache import KEY_PREFIX, redis_client
+from agent.judges.redis_cache import KEY_PREFIX
 from agent.metrics import STREAMING_METRICS
 from agent.model import Chunk, MetricResult, Outcome, RagInteraction
 from agent.telemetry import Telemetry

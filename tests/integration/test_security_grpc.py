@@ -21,6 +21,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 
 from agent.config import OtlpSettings  # noqa: E402
+from agent.infra.endpoint_security import otlp_bearer_token  # noqa: E402
 from agent.sources.grpc_security import interceptors, server_credentials  # noqa: E402
 from tests.support.net import free_port  # noqa: E402
 from tests.support.tls import Pki  # noqa: E402
@@ -50,9 +51,13 @@ class TraceService:
             "opentelemetry.proto.collector.trace.v1.TraceService",
             {"Export": grpc.unary_unary_rpc_method_handler(export)},
         )
-        self.server = grpc.aio.server(interceptors=interceptors(settings, self._count))
+        secret = settings.bearer_token.get_secret_value() if settings.bearer_token else None
+        token = otlp_bearer_token(secret, settings.bearer_token_file)
+        self.server = grpc.aio.server(interceptors=interceptors(token, self._count))
         self.server.add_generic_rpc_handlers((handlers,))
-        credentials = server_credentials(settings)
+        credentials = server_credentials(
+            settings.tls_cert_file, settings.tls_key_file, settings.tls_client_ca_file
+        )
         address = f"127.0.0.1:{self.port}"
         if credentials is None:
             self.server.add_insecure_port(address)

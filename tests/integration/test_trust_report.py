@@ -32,8 +32,9 @@ def test_calibrate_report_renders_offline_in_chromium(tmp_path: Path) -> None:
     assert main(["calibrate", str(path), "--out", str(out), "--bootstrap", "100"]) == 0
     report = out / "report.html"
     page = report.read_text()
-    for fetch in ('src="http', "src='http", 'href="http', "url(http", "<script src", "<link "):
-        assert fetch not in page  # self-contained: nothing fetched
+    for fetch in ('src="http', "src='http", 'href="http', "url(http", "<script src", '<link rel="stylesheet'):
+        assert fetch not in page  # self-contained: nothing fetched (the favicon is a data: URI)
+    assert page.count("<link ") == page.count('<link rel="icon" href="data:,">') == 1
     result = subprocess.run(
         [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0",
          "--dump-dom", report.as_uri()],

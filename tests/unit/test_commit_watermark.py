@@ -8,11 +8,13 @@ from collections.abc import Sequence
 
 from prometheus_client import CollectorRegistry
 
+from agent.config import PipelineSettings
+from agent.delivery import Delivery, JudgeGate, Leases
 from agent.evaluate import Evaluator
 from agent.idempotency import MemoryIdempotency
 from agent.model import MetricResult, RagInteraction
 from agent.otlp.decode import DecodedRequest
-from agent.pipeline import Pipeline, PipelineConfig
+from agent.pipeline import Pipeline, Route
 from agent.sampling import KeepRule, RateTable, RuleSampler
 from agent.sources.offsets import OffsetTracker
 from agent.telemetry import Telemetry
@@ -42,17 +44,21 @@ def _pipeline(
 ) -> Pipeline:
     rules = [KeepRule.parse(rule) for rule in keep]
     telemetry = Telemetry(CollectorRegistry())
-    return Pipeline(
-        assembler=assembler(capture=[rule.attribute for rule in rules]),
+    route = Route(
+        "production",
+        Evaluator([metric], judge=None),  # type: ignore[arg-type]
+        [exporter],
         sampler=RuleSampler(RateTable(rate, {}, {}), rules),
-        evaluator=Evaluator([metric], judge=None),  # type: ignore[arg-type]
-        exporters=[exporter],
-        intake=telemetry.intake,
-        assembly=telemetry.assembly,
-        sampling=telemetry.sampling,
-        evaluation=telemetry.evaluation,
-        idempotency=MemoryIdempotency("test", lease_seconds=30, done_seconds=60),
-        config=PipelineConfig(max_pending=100, concurrency=2),
+    )
+    leases = Leases(MemoryIdempotency("test", lease_seconds=30, done_seconds=60), "test", lease_seconds=30,
+                    done_seconds=60)  # fmt: skip
+    return Pipeline(
+        assembler(capture=[rule.attribute for rule in rules]),
+        {"production": route},
+        lambda interaction: "production",
+        Delivery(leases, JudgeGate(), telemetry.evaluation),
+        telemetry.pipeline,
+        PipelineSettings(max_pending=100, eval_concurrency=2),
     )
 
 

@@ -8,7 +8,8 @@ from collections.abc import Mapping, Sequence
 import pytest
 from prometheus_client import CollectorRegistry
 
-from agent.delivery import JudgeGate, Leases, WorkLedger
+from agent.config import PipelineSettings
+from agent.delivery import Delivery, JudgeGate, Leases, WorkLedger
 from agent.evaluate import Evaluator
 from agent.idempotency import LeaseOutcome, MemoryIdempotency
 from agent.judges.base import ChunkAssessment, ClaimVerdict, InteractionVerdicts, JudgeError
@@ -16,7 +17,7 @@ from agent.judges.cache import CachedJudge
 from agent.metrics import STREAMING_METRICS
 from agent.model import Chunk, Outcome, RagInteraction, Verdict
 from agent.otlp.decode import DecodedRequest
-from agent.pipeline import Pipeline, PipelineConfig
+from agent.pipeline import Pipeline, Route
 from agent.sampling import KeepRule, RateTable, RuleSampler
 from agent.sources.offsets import OffsetTracker
 from agent.telemetry import Telemetry
@@ -118,7 +119,7 @@ def test_claims_without_the_store_still_score_once_per_replica_and_write_done_ma
                 break
             await asyncio.sleep(0.05)
         assert store.done == ["t:s"]
-        await claims.shutdown()
+        await claims.shutdown(1.0)
 
     run(scenario())
 
@@ -135,7 +136,7 @@ def test_leases_are_renewed_while_work_runs() -> None:
         assert await store.acquire("t:s", "other:1") is LeaseOutcome.BUSY
         await claims.release(lease)
         assert await store.acquire("t:s", "other:1") is LeaseOutcome.GRANTED
-        await claims.shutdown()
+        await claims.shutdown(1.0)
 
     run(scenario())
 
@@ -194,18 +195,20 @@ def test_a_retryable_judge_failure_defers_and_pauses_instead_of_recording_an_err
                 span.set_attribute("retrieval.documents.0.document.content", "a chunk.")
         judge, exporter = FlakyJudge(), ListExporter()
         telemetry = Telemetry(CollectorRegistry())
-        pipeline = Pipeline(
-            assembler=assembler(),
+        route = Route(
+            "production",
+            Evaluator([STREAMING_METRICS["faithfulness"]()], judge),  # type: ignore[arg-type]
+            [exporter],
             sampler=RuleSampler(RateTable(1.0, {}, {})),
-            evaluator=Evaluator([STREAMING_METRICS["faithfulness"]()], judge),  # type: ignore[arg-type]
-            exporters=[exporter],
-            intake=telemetry.intake,
-            assembly=telemetry.assembly,
-            sampling=telemetry.sampling,
-            evaluation=telemetry.evaluation,
-            idempotency=MemoryIdempotency("r", 30, 300),
-            config=PipelineConfig(max_pending=100, concurrency=2),
-            gate=JudgeGate(base_delay=0.05, max_delay=0.2),
+        )
+        leases = Leases(MemoryIdempotency("r", 30, 300), "r", lease_seconds=30, done_seconds=300)
+        pipeline = Pipeline(
+            assembler(),
+            {"production": route},
+            lambda interaction: "production",
+            Delivery(leases, JudgeGate(base_delay=0.05, max_delay=0.2), telemetry.evaluation),
+            telemetry.pipeline,
+            PipelineSettings(max_pending=100, eval_concurrency=2),
         )
         await pipeline.start()
         tracker = OffsetTracker()

@@ -20,6 +20,7 @@ from agent.exporters.otlp_results import traces_url
 from agent.judges.local import LexicalJudge
 from agent.metrics import STREAMING_METRICS
 from agent.model import Chunk, MetricResult, RagInteraction
+from tests.support.pipeline import evaluated
 
 
 def _interaction(n: int, phase: Phase, model: TrafficModel) -> RagInteraction:
@@ -87,7 +88,7 @@ def test_views_render_state() -> None:
     for n in range(20):
         interaction = _interaction(n, Phase.HEALTHY, model)
         results = [MetricResult.ok("faithfulness", 0.5 + n / 40, judge="lexical")]
-        asyncio.run(recorder.export(interaction, results))
+        asyncio.run(recorder.export(evaluated(interaction, results)))
     state = DemoState(CollectorRegistry(), recorder, Schedule(30.0), 60.0, "lexical")
     buffer = io.StringIO()
     console = Console(file=buffer, force_terminal=True, width=140)

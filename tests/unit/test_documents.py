@@ -8,10 +8,12 @@ from collections import Counter
 
 import pytest
 
-from agent.exporters.documents import DocumentsConfig, DocumentSummary, document_key, document_name
+from agent.config import DocumentsSettings
+from agent.exporters.documents import DocumentSummary, document_key, document_name
 from agent.exporters.result_spans import RESULT_DOCUMENTS, evaluation_request
 from agent.heavy_hitters import SpaceSaving
 from agent.model import Chunk, MetricResult, RagInteraction
+from tests.support.pipeline import evaluated
 
 
 def test_space_saving_is_exact_below_capacity_and_bounded_above_it() -> None:
@@ -75,7 +77,7 @@ def test_top_documents_stay_bounded_in_series_and_memory_with_100k_distinct_docu
 ) -> None:
     """By id, or by source (documents_key): 100k distinct names pass, memory and series stay flat."""
     gauge = Gauge()
-    summary = DocumentSummary(gauge, DocumentsConfig(top_n=20, refresh_seconds=3600.0, key=key))
+    summary = DocumentSummary(gauge, DocumentsSettings(top_n=20, key=key), refresh_seconds=3600.0)
     heavy = ("stale-faq.md", "old-pricing.pdf")
 
     async def feed() -> None:
@@ -85,11 +87,11 @@ def test_top_documents_stay_bounded_in_series_and_memory_with_100k_distinct_docu
             # new id: the heavy ones are heavy by their source only.
             if key is None:
                 docs = [(heavy[0], False), (heavy[1], False), (f"doc-{i}", True), (f"rare-{i}", False)]
-                await summary.export(*scored("shop", docs))
+                await summary.export(evaluated(*scored("shop", docs)))
             else:
                 docs = [(f"c{i}-{n}", useful) for n, useful in enumerate((False, False, True, False))]
                 sources = [*heavy, f"kb/doc-{i}.md", f"kb/rare-{i}.md"]
-                await summary.export(*scored("shop", docs, sources))
+                await summary.export(evaluated(*scored("shop", docs, sources)))
 
     asyncio.run(feed())
     summary.refresh()
@@ -112,10 +114,10 @@ def test_documents_are_named_by_the_configured_key_else_their_id_else_their_text
     assert document_name(Chunk("t", metadata=(("source", "s" * 500),)), "source") == "s" * 200
 
     gauge = Gauge()
-    summary = DocumentSummary(gauge, DocumentsConfig(refresh_seconds=0.0, key="source"))
+    summary = DocumentSummary(gauge, DocumentsSettings(key="source"), refresh_seconds=0.0)
     # Two chunks of one file count for it twice; a chunk without a source counts under its id.
     docs = [("a#1", False), ("a#2", False), ("b#1", True)]
-    asyncio.run(summary.export(*scored("shop", docs, ["handbook/a.md", "handbook/a.md", None])))
+    asyncio.run(summary.export(evaluated(*scored("shop", docs, ["handbook/a.md", "handbook/a.md", None]))))
     assert gauge.series[("shop", "useless", "handbook/a.md")] == 2
     assert gauge.series[("shop", "useful", "b#1")] == 1
     assert ("shop", "useless", "a#1") not in gauge.series
@@ -162,7 +164,9 @@ def test_a_chunk_without_an_id_is_named_by_its_text_and_skipped_verdicts_count_n
     assert document_key("same text", None) == document_key("same text", None) != document_key("other", None)
     assert document_key("x", "kb/42") == "kb/42"
     gauge = Gauge()
-    summary = DocumentSummary(gauge, DocumentsConfig(refresh_seconds=0.0))
+    summary = DocumentSummary(gauge, DocumentsSettings(), refresh_seconds=0.0)
     interaction, _ = scored("shop", [("a", True)])
-    asyncio.run(summary.export(interaction, [MetricResult.skipped("context_precision", "no_response")]))
+    asyncio.run(
+        summary.export(evaluated(interaction, [MetricResult.skipped("context_precision", "no_response")]))
+    )
     assert gauge.series == {}

@@ -7,13 +7,15 @@ import random
 import pytest
 from prometheus_client import CollectorRegistry
 
-from agent.drift import DriftConfig, DriftDetector
+from agent.config import DriftSettings
+from agent.drift import DriftDetector
 from agent.drift_store import MemoryDriftStore
 from agent.exporters.drift import DriftAggregator
 from agent.model import MetricResult, RagInteraction
 from agent.telemetry import DriftTelemetry
+from tests.support.pipeline import evaluated
 
-SMALL = DriftConfig(baseline_size=200, window=50, threshold=8.0, alpha=1e-4)
+SMALL = DriftSettings(baseline_size=200, window=50, threshold=8.0, alpha=1e-4)
 
 
 def feed(detector: DriftDetector, rng: random.Random, mean: float, n: int) -> list[bool]:
@@ -67,18 +69,20 @@ def _interaction(route: str) -> RagInteraction:
 
 def test_aggregator_exports_gauges_and_ignores_undefined_scores() -> None:
     registry = CollectorRegistry()
-    aggregator = DriftAggregator(DriftTelemetry(registry), SMALL, max_series=2)
+    aggregator = DriftAggregator(DriftTelemetry(registry), SMALL.model_copy(update={"max_series": 2}))
     rng = random.Random(4)
     for i in range(SMALL.baseline_size + 400):
         value = rng.gauss(0.7 if i < SMALL.baseline_size + 100 else 0.4, 0.1)
         asyncio.run(
             aggregator.export(
-                _interaction("a"),
-                [
-                    MetricResult.ok("context_precision", min(1.0, max(0.0, value)), judge="j"),
-                    MetricResult.skipped("faithfulness", "no_claims"),
-                    MetricResult.error("answer_relevancy", "timeout"),
-                ],
+                evaluated(
+                    _interaction("a"),
+                    [
+                        MetricResult.ok("context_precision", min(1.0, max(0.0, value)), judge="j"),
+                        MetricResult.skipped("faithfulness", "no_claims"),
+                        MetricResult.error("answer_relevancy", "timeout"),
+                    ],
+                )
             )
         )
     labels = {"service": "svc", "route": "a", "metric": "context_precision"}
@@ -91,7 +95,9 @@ def test_aggregator_exports_gauges_and_ignores_undefined_scores() -> None:
     for route in ("b", "c"):
         for _ in range(SMALL.baseline_size + 1):
             asyncio.run(
-                aggregator.export(_interaction(route), [MetricResult.ok("context_precision", 0.7, judge="j")])
+                aggregator.export(
+                    evaluated(_interaction(route), [MetricResult.ok("context_precision", 0.7, judge="j")])
+                )
             )
     assert registry.get_sample_value("ragpulse_drift_score", labels) is None
     assert registry.get_sample_value("ragpulse_drift_score", {**labels, "route": "c"}) == 0.0
@@ -123,7 +129,9 @@ def test_a_malformed_state_is_refused(state: dict) -> None:
 def _scores(aggregator: DriftAggregator, values: list[float]) -> None:
     async def run() -> None:
         for value in values:
-            await aggregator.export(_interaction("a"), [MetricResult.ok("faithfulness", value, judge="j")])
+            await aggregator.export(
+                evaluated(_interaction("a"), [MetricResult.ok("faithfulness", value, judge="j")])
+            )
 
     asyncio.run(run())
 
@@ -174,11 +182,15 @@ def test_a_store_outage_never_fails_an_export_and_is_counted() -> None:
 
 def test_series_evicted_before_a_save_are_saved_later() -> None:
     store = MemoryDriftStore()
-    aggregator = DriftAggregator(DriftTelemetry(CollectorRegistry()), SMALL, max_series=1, store=store)
+    aggregator = DriftAggregator(
+        DriftTelemetry(CollectorRegistry()), SMALL.model_copy(update={"max_series": 1}), store=store
+    )
 
     async def run() -> None:
         for route in ("a", "b"):
-            await aggregator.export(_interaction(route), [MetricResult.ok("faithfulness", 0.5, judge="j")])
+            await aggregator.export(
+                evaluated(_interaction(route), [MetricResult.ok("faithfulness", 0.5, judge="j")])
+            )
         await aggregator.save()
 
     asyncio.run(run())

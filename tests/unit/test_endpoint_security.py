@@ -9,7 +9,7 @@ from pathlib import Path
 import bcrypt
 import pytest
 
-from agent.config import ConfigError, OtlpSettings
+from agent.config import ConfigError
 from agent.infra.endpoint_security import (
     BasicAuthUsers,
     bearer_matches,
@@ -80,23 +80,21 @@ def test_web_config_files_are_read_like_prometheus_and_checked_at_start(tmp_path
 def test_otlp_settings_are_validated_and_the_token_file_is_read(tmp_path: Path) -> None:
     pki = make_pki(tmp_path)
     with pytest.raises(ConfigError, match="must be set together"):
-        otlp_security(OtlpSettings(otlp_tls_cert_file=str(pki.server_cert)))
+        otlp_security(cert_file=str(pki.server_cert))
     with pytest.raises(ConfigError, match="needs otlp_tls_cert_file"):
-        otlp_security(OtlpSettings(otlp_tls_client_ca_file=str(pki.ca)))
+        otlp_security(client_ca_file=str(pki.ca))
     token_file = tmp_path / "token"
     token_file.write_text("tok-from-file\n")
-    assert otlp_bearer_token(OtlpSettings(otlp_bearer_token_file=str(token_file))) == "tok-from-file"
+    assert otlp_bearer_token(None, str(token_file)) == "tok-from-file"
     token_file.write_text("  \n")
     with pytest.raises(ConfigError, match="is empty"):
-        otlp_bearer_token(OtlpSettings(otlp_bearer_token_file=str(token_file)))
-    plain = otlp_security(OtlpSettings())
+        otlp_bearer_token(None, str(token_file))
+    plain = otlp_security()
     assert plain.ssl_context is None and plain.middlewares == ()
     mtls = otlp_security(
-        OtlpSettings(
-            otlp_tls_cert_file=str(pki.server_cert),
-            otlp_tls_key_file=str(pki.server_key),
-            otlp_tls_client_ca_file=str(pki.ca),
-            otlp_bearer_token="t0ken",
-        )
+        cert_file=str(pki.server_cert),
+        key_file=str(pki.server_key),
+        client_ca_file=str(pki.ca),
+        token=otlp_bearer_token("t0ken", None),
     )
     assert mtls.scheme == "https" and len(mtls.middlewares) == 1

@@ -1,5 +1,6 @@
 """The floor plan is checked, not hoped for: the README's layers hold, no module circle exists,
-and only the composition root and the commands read the settings object."""
+only the composition root and the commands read the settings object, and a settings section is
+imported only by the component that owns it (and the composition root)."""
 
 from __future__ import annotations
 
@@ -49,6 +50,73 @@ def test_only_the_composition_root_and_the_commands_read_settings() -> None:
     assert readers - commands == SETTINGS_READERS
 
 
+# A settings section IS its component's config: imported by its owner (modules, or packages
+# ending in "."), and by the composition root and the commands, never elsewhere.
+SECTION_OWNERS = {
+    "ServerSettings": ("agent.server",),
+    "OtlpSettings": ("agent.sources.otlp_http",),
+    # The connection options are shared by the consumer and the results producer.
+    "KafkaSettings": ("agent.sources.kafka", "agent.infra.kafka_connect"),
+    "ResultsSettings": ("agent.exporters.results",),
+    # The testset writer calls the judge model with the judge's own call options.
+    "JudgeSettings": ("agent.judges.stack", "agent.judges.llm", "agent.offline.testset_writer"),
+    "RedisSettings": (),
+    "CacheSettings": ("agent.judges.stack",),
+    "SamplingSettings": ("agent.sampling",),
+    "BudgetSettings": ("agent.budget",),
+    "IdempotencySettings": ("agent.delivery",),
+    "AssemblySettings": (),
+    "SeriesSettings": (),
+    "PipelineSettings": ("agent.pipeline",),
+    # One detector algorithm, kept by the judged scores' aggregator and by the signals.
+    "DriftSettings": ("agent.drift", "agent.exporters.drift", "agent.signals"),
+    "DocumentsSettings": ("agent.exporters.documents",),
+    "SignalsSettings": ("agent.signals",),
+    "AlertSettings": (),
+    "TrustSettings": ("agent.trust.aggregator",),
+    "SecuritySettings": ("agent.redact",),
+    "ProbeSettings": ("agent.probes.",),
+    "ProbeEndpoint": ("agent.probes.prober",),
+    "CanarySettings": ("agent.probes.canary",),
+}
+COMPOSITION_ROOT = ("agent.build", "agent.cli", "agent.config", "agent.commands.", "agent.demo.run")
+
+
+def section_imports_out_of_place(root: Path) -> list[str]:
+    """`module imports Section` for every import of a section class outside its owners."""
+    found = []
+    for path in sorted((root / "agent").rglob("*.py")):
+        module = ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.ImportFrom) and node.module == "agent.config"):
+                continue
+            for alias in node.names:
+                owners = SECTION_OWNERS.get(alias.name)
+                if owners is None:
+                    continue
+                allowed = (*owners, *COMPOSITION_ROOT)
+                if not any(module == a or (a.endswith(".") and module.startswith(a)) for a in allowed):
+                    found.append(f"{module} imports {alias.name}")
+    return found
+
+
+def test_every_settings_section_has_its_owners_listed() -> None:
+    from agent.config import SECTIONS
+
+    assert {model.__name__ for model in SECTIONS.values()} | {"ProbeEndpoint"} == set(SECTION_OWNERS)
+
+
+def test_a_settings_section_is_imported_only_by_its_owner_and_the_composition_root(tmp_path: Path) -> None:
+    assert section_imports_out_of_place(ROOT) == []
+    # The checker itself, on a fake tree: a stage reading another stage's section is caught.
+    (tmp_path / "agent" / "exporters").mkdir(parents=True)
+    (tmp_path / "agent" / "exporters" / "drift.py").write_text("from agent.config import DriftSettings\n")
+    (tmp_path / "agent" / "pipeline.py").write_text(
+        "def f():\n    from agent.config import DriftSettings, PipelineSettings\n"
+    )
+    assert section_imports_out_of_place(tmp_path) == ["agent.pipeline imports DriftSettings"]
+
+
 def _strongly_connected(edges: dict[str, set[str]]) -> list[set[str]]:
     """Tarjan's algorithm, iteratively (the graph is a few hundred modules)."""
     index: dict[str, int] = {}
@@ -91,3 +159,12 @@ def _strongly_connected(edges: dict[str, set[str]]) -> list[set[str]]:
                         break
                 found.append(component)
     return found
+
+
+def test_the_readme_layout_names_every_package_and_module() -> None:
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("## Layout", 1)[1].split("```", 2)[1]
+    words = set(block.replace(",", " ").split())
+    names = [p.name + "/" for p in AGENT.iterdir() if p.is_dir() and (p / "__init__.py").exists()]
+    names += [p.name for p in AGENT.glob("*.py") if p.name not in ("__init__.py", "__main__.py")]
+    assert sorted(name for name in names if name not in words) == []

@@ -9,14 +9,16 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
+from agent.config import TrustSettings
 from agent.model import MetricResult, RagInteraction, Resource, Span
 from agent.telemetry import Telemetry
-from agent.trust.aggregator import PpiAggregator, PpiConfig
+from agent.trust.aggregator import PpiAggregator
 from agent.trust.calibration import CalibrationSet, fit
 from agent.trust.label_sampling import LabelSampler, label_fraction
 from agent.trust.labels import Label, labels_from_span
 from agent.trust.ppi import ppi_mean_ci
 from tests.support.otlp import Recorder, decoded
+from tests.support.pipeline import evaluated
 
 
 def interaction(i: int, service: str = "shop", route: str = "/ask") -> RagInteraction:
@@ -64,11 +66,20 @@ def make(
 ) -> tuple[PpiAggregator, Telemetry, Clock]:  # fmt: skip
     telemetry = Telemetry(CollectorRegistry())
     clock = Clock()
-    config = PpiConfig(
-        window_seconds=3600, min_labels=min_labels, max_pending=max_pending, windows_kept=windows_kept
-    )
-    aggregator = PpiAggregator(telemetry.trust, config, LabelSampler(fraction), clock=clock, **kwargs)  # type: ignore[arg-type]
+    settings = TrustSettings(
+        label_sample_rate=fraction, ppi_window_seconds=3600, ppi_min_labels=min_labels,
+        label_max_pending=max_pending, ppi_windows_kept=windows_kept,
+    )  # fmt: skip
+    aggregator = PpiAggregator(telemetry.trust, settings, clock=clock, **kwargs)  # type: ignore[arg-type]
     return aggregator, telemetry, clock
+
+
+async def export(
+    aggregator: PpiAggregator, item: RagInteraction, results: list[MetricResult], *, uniform: bool = True
+) -> None:
+    """As the pipeline does: the aggregator marks the draw once, then exports what it marked."""
+    mark = aggregator.mark(item, results)
+    await aggregator.export(evaluated(item, results, uniform=uniform, marks=[mark] if mark else []))
 
 
 def gauge(telemetry: Telemetry, bound: str, metric: str = "faithfulness") -> float | None:
@@ -89,12 +100,12 @@ def test_labels_from_annotation_spans_join_scores_and_publish_the_ppi_estimate()
         item = interaction(i)
         quality = rng.random()
         scores[i], truth[i] = min(1.0, quality + 0.15), float(rng.random() < quality)
-        asyncio.run(aggregator.export(item, [MetricResult.ok("faithfulness", scores[i], judge="t")]))
+        asyncio.run(export(aggregator, item, [MetricResult.ok("faithfulness", scores[i], judge="t")]))
     drawn = [i for i in range(600) if label_fraction(interaction(i).interaction_id) < 0.3]
     assert len(drawn) > 100
     spans = [annotation_span(interaction(i), human("faithfulness", score=truth[i], annotator_kind="HUMAN"))
              for i in drawn]  # fmt: skip
-    aggregator.observe_spans(spans)
+    aggregator.on_spans(spans)
     assert outcomes(telemetry, "joined") == len(drawn)
     expected = ppi_mean_ci([truth[i] for i in drawn], [scores[i] for i in drawn], scores.values())
     assert expected is not None
@@ -108,12 +119,12 @@ def test_labels_from_annotation_spans_join_scores_and_publish_the_ppi_estimate()
 
     # A label for an interaction that was not drawn is not a uniform sample: not used for PPI.
     not_drawn = next(i for i in range(600) if i not in drawn)
-    aggregator.observe_spans(
+    aggregator.on_spans(
         [annotation_span(interaction(not_drawn), human("faithfulness", score=0.0, annotator_kind="HUMAN"))]
     )
     assert outcomes(telemetry, "not_requested") == 1
     # The same label twice counts once; an LLM's annotation is not a human label.
-    aggregator.observe_spans(
+    aggregator.on_spans(
         [
             annotation_span(interaction(drawn[0]), human("faithfulness", label="no", annotator_kind="HUMAN")),
             annotation_span(interaction(drawn[1]), human("faithfulness", score=0.0, annotator_kind="LLM")),
@@ -132,14 +143,14 @@ def test_labels_from_annotation_spans_join_scores_and_publish_the_ppi_estimate()
 def test_no_estimate_until_enough_labels_and_none_for_undefined_scores() -> None:
     aggregator, telemetry, _ = make(min_labels=5)
     for i in range(4):
-        asyncio.run(aggregator.export(interaction(i), [MetricResult.ok("faithfulness", 0.9, judge="t")]))
+        asyncio.run(export(aggregator, interaction(i), [MetricResult.ok("faithfulness", 0.9, judge="t")]))
         aggregator.add_label(Label(interaction(i).interaction_id, "faithfulness", 1.0, "test"))
     assert gauge(telemetry, "mean") is None
-    asyncio.run(aggregator.export(interaction(9), [MetricResult.skipped("faithfulness", "no claims")]))
+    asyncio.run(export(aggregator, interaction(9), [MetricResult.skipped("faithfulness", "no claims")]))
     assert (
         aggregator.add_label(Label(interaction(9).interaction_id, "faithfulness", 1.0, "test")) == "unmatched"
     )
-    asyncio.run(aggregator.export(interaction(4), [MetricResult.ok("faithfulness", 0.9, judge="t")]))
+    asyncio.run(export(aggregator, interaction(4), [MetricResult.ok("faithfulness", 0.9, judge="t")]))
     aggregator.add_label(Label(interaction(4).interaction_id, "faithfulness", 0.0, "test"))
     # Every judged interaction is labelled: the estimate is the labels' mean whatever λ is.
     assert gauge(telemetry, "mean") == pytest.approx(0.8)
@@ -161,7 +172,7 @@ def test_label_targets_parent_span_root_span_or_explicit_id() -> None:
 
     # A label on the trace's root span joins the one interaction of that trace awaiting labels.
     aggregator, _telemetry, _ = make(min_labels=2)
-    asyncio.run(aggregator.export(item, [MetricResult.ok("faithfulness", 0.4, judge="t")]))
+    asyncio.run(export(aggregator, item, [MetricResult.ok("faithfulness", 0.4, judge="t")]))
     root = Label(f"{item.trace_id}:{'a' * 16}", "faithfulness", 1.0, "test")
     assert aggregator.add_label(root) == "joined"
 
@@ -188,18 +199,18 @@ def test_labels_from_real_sdk_spans_with_evaluation_terminology() -> None:
 def test_windows_roll_and_late_labels_of_dropped_windows_expire() -> None:
     aggregator, telemetry, clock = make(min_labels=2, windows_kept=1)
     first, second = interaction(1), interaction(2)
-    asyncio.run(aggregator.export(first, [MetricResult.ok("faithfulness", 0.5, judge="t")]))
+    asyncio.run(export(aggregator, first, [MetricResult.ok("faithfulness", 0.5, judge="t")]))
     clock.now += 3600
-    asyncio.run(aggregator.export(second, [MetricResult.ok("faithfulness", 0.5, judge="t")]))
+    asyncio.run(export(aggregator, second, [MetricResult.ok("faithfulness", 0.5, judge="t")]))
     assert aggregator.add_label(Label(first.interaction_id, "faithfulness", 1.0, "test")) == "expired"
     assert aggregator.add_label(Label(second.interaction_id, "faithfulness", 1.0, "test")) == "joined"
     third = interaction(3)
-    asyncio.run(aggregator.export(third, [MetricResult.ok("faithfulness", 0.5, judge="t")]))
+    asyncio.run(export(aggregator, third, [MetricResult.ok("faithfulness", 0.5, judge="t")]))
     assert aggregator.add_label(Label(third.interaction_id, "faithfulness", 0.0, "test")) == "joined"
     assert gauge(telemetry, "mean") == pytest.approx(0.5)  # the window holding both labels
     # When that window is dropped, its estimate goes with it rather than staying on forever.
     clock.now += 3600
-    asyncio.run(aggregator.export(interaction(4), [MetricResult.ok("faithfulness", 0.5, judge="t")]))
+    asyncio.run(export(aggregator, interaction(4), [MetricResult.ok("faithfulness", 0.5, judge="t")]))
     assert gauge(telemetry, "mean") is None
 
 
@@ -207,8 +218,10 @@ def test_pending_interactions_and_series_are_bounded() -> None:
     aggregator, _telemetry, _ = make(max_pending=50, min_labels=2)
     for i in range(500):
         asyncio.run(
-            aggregator.export(
-                interaction(i, service=f"s{i % 3}"), [MetricResult.ok("faithfulness", 0.5, judge="t")]
+            export(
+                aggregator,
+                interaction(i, service=f"s{i % 3}"),
+                [MetricResult.ok("faithfulness", 0.5, judge="t")],
             )
         )
     assert len(aggregator._awaiting) == 50
@@ -226,14 +239,17 @@ def test_estimates_use_the_loaded_calibration() -> None:
     aggregator, _telemetry, _ = make(min_labels=2, calibrations=CalibrationSet({"faithfulness": calibration}))
     for i in range(4):
         asyncio.run(
-            aggregator.export(interaction(i), [MetricResult.ok("faithfulness", 0.2 * (i + 1), judge="t")])
+            export(aggregator, interaction(i), [MetricResult.ok("faithfulness", 0.2 * (i + 1), judge="t")])
         )
     assert aggregator._awaiting[interaction(3).interaction_id].scores == {"faithfulness": 1.0}
 
 
 def test_rule_kept_interactions_are_not_part_of_the_uniform_sample() -> None:
-    aggregator, _telemetry, _ = make(min_labels=2, uniform=lambda i: i.trace_id != interaction(1).trace_id)
-    asyncio.run(aggregator.export(interaction(1), [MetricResult.ok("faithfulness", 0.5, judge="t")]))
+    aggregator, _telemetry, _ = make(min_labels=2)
+    kept_by_rule = interaction(1)
+    asyncio.run(
+        export(aggregator, kept_by_rule, [MetricResult.ok("faithfulness", 0.5, judge="t")], uniform=False)
+    )
     assert aggregator._series == {}
     assert (
         aggregator.add_label(Label(interaction(1).interaction_id, "faithfulness", 1.0, "test")) == "unmatched"
@@ -260,17 +276,20 @@ def test_drawn_interactions_are_marked_on_published_results() -> None:
         for kv in unmarked.resource_spans[0].scope_spans[0].spans[0].attributes
     )
 
-    # Wiring: the results exporter and the estimate share one sampler; off by default.
+    # Wiring: the estimate marks the draw once, before the results exporter and itself read it;
+    # off by default.
     settings = load_settings(
         environ={"RAGPULSE_RESULTS_TOPIC": "results", "RAGPULSE_LABEL_SAMPLE_RATE": "0.1"}
     )
     agent = build_agent(settings, CollectorRegistry())
-    exporters = agent.pipeline._exporters
-    (results_exporter,) = [e for e in exporters if isinstance(e, KafkaResultsExporter)]
-    (ppi,) = [e for e in exporters if isinstance(e, PpiAggregator)]
-    assert results_exporter._label_sampler is ppi.sampler and ppi.sampler.fraction == 0.1
+    production = agent.pipeline._routes["production"]
+    (results_exporter,) = [e for e in production.exporters if isinstance(e, KafkaResultsExporter)]
+    (ppi,) = [e for e in production.exporters if isinstance(e, PpiAggregator)]
+    assert list(production.markers) == [ppi] and ppi in production.observers
+    assert production.exporters.index(results_exporter) < production.exporters.index(ppi)
+    assert ppi.sampler.fraction == 0.1
     default = build_agent(load_settings(environ={}), CollectorRegistry())
-    assert not any(isinstance(e, PpiAggregator) for e in default.pipeline._exporters)
+    assert not any(isinstance(e, PpiAggregator) for e in default.pipeline._routes["production"].exporters)
 
 
 def test_run_loads_the_calibration_and_says_which_judge_it_was_fitted_on(
@@ -283,9 +302,9 @@ def test_run_loads_the_calibration_and_says_which_judge_it_was_fitted_on(
     calibration = fit("faithfulness", [0.2, 0.4, 0.6, 0.8], [0, 0, 1, 1], judge="openai/gpt-4o-mini")
     CalibrationSet({"faithfulness": calibration}).save(path)
     environ = {"RAGPULSE_CALIBRATION_FILE": str(path), "RAGPULSE_LABEL_SAMPLE_RATE": "0.5"}
-    with caplog.at_level("INFO", logger="agent.build"):
+    with caplog.at_level("INFO", logger="agent.trust.aggregator"):
         agent = build_agent(load_settings(environ=environ), CollectorRegistry())
-    (ppi,) = [e for e in agent.pipeline._exporters if isinstance(e, PpiAggregator)]
-    asyncio.run(ppi.export(interaction(1), [MetricResult.ok("faithfulness", 0.8, judge="lexical")]))
+    (ppi,) = [e for e in agent.pipeline._routes["production"].exporters if isinstance(e, PpiAggregator)]
+    asyncio.run(export(ppi, interaction(1), [MetricResult.ok("faithfulness", 0.8, judge="lexical")]))
     assert "fitted on judge openai/gpt-4o-mini, but the judge is lexical" in caplog.text
     assert "calibration of faithfulness loaded (isotonic, 4 labels)" in caplog.text

@@ -11,14 +11,16 @@ from opentelemetry import context as otel_context
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import set_span_in_context
 
+from agent.config import ProbeSettings
 from agent.judges.local import LexicalJudge
 from agent.model import Outcome, Probe
 from agent.otlp import probes as attributes
 from agent.otlp.assemble import TRACE_MISSING
 from agent.probes.results import ProbeResults
-from agent.probes.scoring import ProbeScorer, ProbeScoring
+from agent.probes.scoring import ProbeScorer
 from agent.telemetry import ProbeTelemetry
 from tests.support.otlp import Clock, Recorder, assembler, decoded
+from tests.support.pipeline import evaluated
 
 REFERENCE = "Paris is the capital of France."
 
@@ -79,7 +81,7 @@ def test_a_failed_probe_is_counted_by_the_probers_reason_and_never_scored() -> N
 def test_probe_scoring_adds_reference_and_rank_metrics_and_records_apart() -> None:
     prober, app = probe_trace()
     (interaction,) = assembler().add(decoded([*prober, *app])).interactions
-    scorer = ProbeScorer(ProbeScoring(("faithfulness",), k=5), LexicalJudge())
+    scorer = ProbeScorer(ProbeSettings(k=5), LexicalJudge(), ("faithfulness",))
     evaluation = asyncio.run(scorer.assess(interaction))
     by_name = {r.metric: r for r in evaluation.results}
     assert {"faithfulness", "context_recall", "answer_correctness", "recall_at_5", "mrr"} <= set(by_name)
@@ -90,7 +92,7 @@ def test_probe_scoring_adds_reference_and_rank_metrics_and_records_apart() -> No
 
     registry = CollectorRegistry()
     results = ProbeResults(ProbeTelemetry(registry))
-    asyncio.run(results.export(interaction, evaluation.results))
+    asyncio.run(results.export(evaluated(interaction, evaluation.results)))
     assert (
         registry.get_sample_value("ragpulse_probe_score_count", {"probe_set": "golden", "metric": "mrr"}) == 1
     )
@@ -104,10 +106,10 @@ def test_probe_scoring_adds_reference_and_rank_metrics_and_records_apart() -> No
 def test_probe_set_labels_are_bounded() -> None:
     from prometheus_client import CollectorRegistry
 
-    from agent.probes.results import OTHER, ProbeResultsConfig
+    from agent.probes.results import OTHER
 
     registry = CollectorRegistry()
-    results = ProbeResults(ProbeTelemetry(registry), ProbeResultsConfig(max_sets=2))
+    results = ProbeResults(ProbeTelemetry(registry), ProbeSettings(max_sets=2))
     for name in ("a", "b", "c", "d"):
         results.failed(name, "timeout")
     assert (

@@ -11,9 +11,10 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.openmetrics.exposition import generate_latest as openmetrics
 
-from agent.drift import DriftConfig
+from agent.config import DriftSettings, SignalsSettings
+from agent.drift import DriftDetector
 from agent.model import Chunk, RagInteraction
-from agent.signals import SignalRecorder, SignalsConfig, batched_drift, overlap, refuses
+from agent.signals import SignalRecorder, overlap, refuses
 from agent.telemetry import SignalsTelemetry
 from tests.support.repo import SHARED_DATA
 
@@ -45,10 +46,13 @@ def interaction(
     )
 
 
-def recorder(**config: object) -> tuple[SignalRecorder, CollectorRegistry, list[float]]:
+def recorder(
+    drift: DriftSettings | None = None, **config: object
+) -> tuple[SignalRecorder, CollectorRegistry, list[float]]:
     registry = CollectorRegistry()
     now = [1000.0]
-    signals = SignalRecorder(SignalsTelemetry(registry), SignalsConfig(**config), clock=lambda: now[0])  # type: ignore[arg-type]
+    settings = SignalsSettings(**config)  # type: ignore[arg-type]
+    signals = SignalRecorder(SignalsTelemetry(registry), settings, clock=lambda: now[0], drift=drift)
     return signals, registry, now
 
 
@@ -217,7 +221,7 @@ def test_overlap_is_computed_up_to_its_rate_per_second() -> None:
 
 # -- Drift of signals ------------------------------------------------------------------------------
 
-SMALL = DriftConfig(baseline_size=500, baseline_horizon=5000, window=100)
+SMALL = DriftSettings(baseline_size=500, window=100)
 
 
 def stream(signals: SignalRecorder, count: int, start: int, rng: random.Random, **shape: float) -> None:
@@ -270,9 +274,9 @@ def test_empty_retrievals_drop_the_hit_signal() -> None:
 
 
 def test_batched_detector_keeps_baseline_and_window_in_interactions() -> None:
-    config = batched_drift(DriftConfig(baseline_size=1000, window=200, min_sigma=0.05), 10)
-    assert (config.baseline_size, config.window) == (100, 20)
-    assert config.min_sigma == pytest.approx(0.05 / math.sqrt(10))
+    detector = DriftDetector(DriftSettings(baseline_size=1000, window=200), batch=10)
+    assert (detector.params.baseline_size, detector.params.window) == (100, 20)
+    assert detector.params.min_sigma == pytest.approx(0.05 / math.sqrt(10))
 
 
 # -- Drift state across restarts -------------------------------------------------------------------
@@ -303,7 +307,7 @@ def test_a_restarted_recorder_resumes_its_baselines_from_the_store() -> None:
 
     async def first() -> None:
         telemetry = SignalsTelemetry(CollectorRegistry())
-        signals = SignalRecorder(telemetry, SignalsConfig(drift=SMALL), store=store)
+        signals = SignalRecorder(telemetry, drift=SMALL, store=store)
         await signals.start()
         stream(signals, 2_000, 0, rng)  # baselines learnt
         await signals.shutdown(1.0)  # saved at shutdown
@@ -315,7 +319,7 @@ def test_a_restarted_recorder_resumes_its_baselines_from_the_store() -> None:
 
     async def second() -> float | None:
         registry = CollectorRegistry()
-        signals = SignalRecorder(SignalsTelemetry(registry), SignalsConfig(drift=SMALL), store=store)
+        signals = SignalRecorder(SignalsTelemetry(registry), drift=SMALL, store=store)
         await signals.start()
         signals.record(interaction(0, scores=(0.8,)))  # opens the series: its state is loaded
         await asyncio.sleep(0.01)
@@ -337,7 +341,7 @@ def test_a_store_outage_costs_the_state_never_the_signals() -> None:
         registry = CollectorRegistry()
         signals = SignalRecorder(
             SignalsTelemetry(registry),
-            SignalsConfig(drift=SMALL),
+            drift=SMALL,
             store=store,  # type: ignore[arg-type]
             on_store_error=errors.append,
         )

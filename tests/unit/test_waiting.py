@@ -104,7 +104,7 @@ def test_a_watched_dependency_is_probed_at_start_then_in_the_background(
         redis = dependencies.watch("Redis", "redis://127.0.0.1:1/0", probe)
         await dependencies.start()  # first probe fails: start returns, the wait goes on
         after_start = redis.ready
-        await dependencies.shutdown()  # cancels the background wait (the next try is 2 s away)
+        await dependencies.shutdown(1.0)  # cancels the background wait (the next try is 2 s away)
         return after_start, redis.ready
 
     with caplog.at_level(logging.INFO, logger="agent.infra.waiting"):
