@@ -169,7 +169,8 @@ def test_empty_retrievals_are_counted_and_answers_without_search_are_not() -> No
     signals.record(interaction(1, chunks=()))
     signals.record(interaction(2, chunks=(), searches=0))  # the model answered without searching
     assert sample(registry, "ragpulse_empty_retrievals_total") == 1
-    assert sample(registry, "ragpulse_retrieved_chunks_bucket", le="0.0") == 2
+    assert sample(registry, "ragpulse_retrieved_chunks_count") == 2
+    assert sample(registry, "ragpulse_retrieved_chunks_sum") == 0
     assert sample(registry, "ragpulse_retrieval_top_score_count") == 0
     assert sample(registry, "ragpulse_context_characters_count") == 0
 
@@ -198,6 +199,28 @@ def test_buckets_carry_the_trace_id_as_an_exemplar() -> None:
     # An exemplar is the newest observation of its bucket.
     signals.record(interaction(0xDEF, scores=(0.22,)))
     assert f'trace_id="{0xDEF:032x}"' in bucket_line(registry, "0.25")
+
+
+def test_signals_read_as_means_have_no_buckets_and_keep_an_exemplar() -> None:
+    """Searches, chunk scores, chunks, context and response size: sum, count and the +Inf bucket,
+    whose exemplar is the newest interaction (the scrape's size at the series budget)."""
+    signals, registry, _ = recorder()
+    signals.record(interaction(0xABC))
+    signals.record(interaction(0xDEF, scores=(0.5,)))
+    lines = openmetrics(registry).decode().splitlines()
+    for family in (
+        "ragpulse_agent_searches",
+        "ragpulse_retrieval_mean_score",
+        "ragpulse_retrieved_chunks",
+        "ragpulse_context_characters",
+        "ragpulse_response_characters",
+    ):
+        buckets = [x for x in lines if x.startswith(f"{family}_bucket")]
+        assert len(buckets) == 1 and 'le="+Inf"' in buckets[0], buckets
+        assert buckets[0].startswith(f'{family}_bucket{{le="+Inf",route="/ask",service="shop"}} 2.0 # ')
+        assert f'trace_id="{0xDEF:032x}"' in buckets[0]
+    assert sample(registry, "ragpulse_retrieved_chunks_sum") == 3
+    assert sample(registry, "ragpulse_retrieved_chunks_count") == 2
 
 
 def test_overlap_is_computed_up_to_its_rate_per_second() -> None:
