@@ -28,6 +28,8 @@ OVERLAP_BUCKETS = (0.2, 0.4, 0.6, 0.8, 0.9, 1.0)
 # without buckets is its sum, its count and the +Inf bucket, which keeps the newest trace id as
 # its exemplar; 3 samples per pair instead of 9 to 12.
 MEAN_ONLY: tuple[float, ...] = ()
+# Chunks keep one bucket, the answers given none: its exemplar leads to an empty retrieval's trace.
+CHUNK_BUCKETS = (0,)
 LOOP_LAG_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
@@ -381,9 +383,9 @@ class SignalsTelemetry:
 
     Recorded on the intake's hot path, so the per-interaction families are lockless (one writer,
     the event loop; agent/infra/lockless_metrics.py); each observation keeps its trace id as the
-    bucket's exemplar, as `ragpulse_score` does. Only the top-1 score and the overlap have buckets;
-    the others are read as means (`MEAN_ONLY`). The drift gauges change once per batch of
-    interactions and are ordinary gauges.
+    bucket's exemplar, as `ragpulse_score` does. Only the top-1 score and the overlap have buckets
+    (and chunks one: none); the others are read as means (`MEAN_ONLY`). The drift gauges change
+    once per batch of interactions and are ordinary gauges.
     """
 
     def __init__(self, registry: CollectorRegistry) -> None:
@@ -426,9 +428,9 @@ class SignalsTelemetry:
         )
         self.chunks = LocklessHistogram(
             "ragpulse_retrieved_chunks",
-            f"Chunks the answer was given; {every} (no buckets).",
+            f"Chunks the answer was given; {every} (one bucket: none).",
             labels,
-            MEAN_ONLY,
+            CHUNK_BUCKETS,
             registry,
         )
         self.context_characters = LocklessHistogram(

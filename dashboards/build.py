@@ -209,13 +209,32 @@ def signal_panels() -> list[Any]:
         description="Quantiles of the top-1 score from the histogram (buckets 0.25, 0.5 to 1 by 0.1, "
         "then 5 and 50); the dots are exemplars: the trace id of an interaction in each bucket.",
     )
-    chunks = _series(
-        "Chunks given to the answer",
-        "short",
-        query(_route_mean("ragpulse_retrieved_chunks"), f"{where} mean"),
-        description="Mean chunks retrieved per interaction: a fall means a top-k, filter or index "
-        "change (empty retrievals have their own panel).",
-    ).min(0)
+    given_none = (
+        f'sum by (service, route) (rate(ragpulse_retrieved_chunks_bucket{{{ROUTE_FILTER},le=~"0|0.0"}}'
+        "[$__rate_interval]))\n"
+        "/ sum by (service, route) "
+        f"(rate(ragpulse_retrieved_chunks_count{{{ROUTE_FILTER}}}[$__rate_interval]))"
+    )
+    chunks = (
+        _series(
+            "Chunks given to the answer, and the share given none",
+            "short",
+            query(_route_mean("ragpulse_retrieved_chunks"), f"{where} mean"),
+            query(given_none, f"{where} given none", "B").exemplar(True),
+            description="Mean chunks retrieved per interaction (left axis): a fall means a top-k, "
+            "filter or index change. Right axis: the share of answers given no chunk (empty "
+            "retrievals, and answers that did not search); its dots are exemplars, the trace of "
+            "the newest such answer.",
+        )
+        .min(0)
+        .override_by_regexp(
+            ".* given none$",
+            [
+                dash_model.DynamicConfigValue(id_val="unit", value="percentunit"),
+                dash_model.DynamicConfigValue(id_val="custom.axisPlacement", value="right"),
+            ],
+        )
+    )
     sizes = _series(
         "Context and response size (characters), mean",
         "short",

@@ -113,9 +113,9 @@ def test_a_scrape_at_the_series_budget_stays_under_60k_samples(
     assert result.samples < 60_000, result.samples
 
 
-def test_a_pair_costs_48_signal_samples() -> None:
-    """Buckets only where an operator follows the tail to its traces (top-1 score 12, overlap 9);
-    five histograms read as means (3 each), four counters, eight drift gauges."""
+def test_a_pair_costs_49_signal_samples() -> None:
+    """Buckets only where an operator follows the tail to its traces (top-1 score 12, overlap 9,
+    chunks 4: none); four histograms read as means (3 each), four counters, eight drift gauges."""
     registry = CollectorRegistry()
     telemetry = SignalsTelemetry(registry)
     SignalRecorder(telemetry).record(
@@ -130,4 +130,4 @@ def test_a_pair_costs_48_signal_samples() -> None:
             searches=1,
         )
     )
-    assert sum(len(metric.samples) for metric in families(registry)) == 12 + 9 + 5 * 3 + 4 + 8
+    assert sum(len(metric.samples) for metric in families(registry)) == 12 + 9 + 4 + 4 * 3 + 4 + 8
