@@ -20,13 +20,18 @@ disable_created_metrics()
 # Scores live in [0, 1]; ten equal buckets keep quantiles readable and series cheap.
 SCORE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
-SEARCH_BUCKETS = (0, 1, 2, 3, 4, 6, 8, 12, 16)
-# A retriever's scale is its own: cosine similarity and distances in [0, 1] or [0, 2], BM25 above.
-# Signal buckets are few: each histogram is one more family per (service, route) pair.
+# Every signal series exists once per (service, route) pair, up to the series budget's 500 pairs
+# (docs/limits.md), so only the two signals whose low tail an operator follows to its traces keep
+# buckets. A retriever's scale is its own: cosine similarity and distances in [0, 1] or [0, 2],
+# BM25 above.
 RETRIEVAL_SCORE_BUCKETS = (0.25, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 5.0, 50.0)
-CHUNK_BUCKETS = (0, 1, 2, 3, 5, 10, 20)
-SIZE_BUCKETS = (250, 1000, 2500, 5000, 10000, 50000)
 OVERLAP_BUCKETS = (0.2, 0.4, 0.6, 0.8, 0.9, 1.0)
+# The other signals show a change as a step of their mean (rate(sum) / rate(count)): a histogram
+# without buckets is its sum, its count and the +Inf bucket, which keeps the newest trace id as
+# its exemplar; 3 samples per pair instead of 9 to 12.
+MEAN_ONLY: tuple[float, ...] = ()
+# Chunks keep one bucket, the answers given none: its exemplar leads to an empty retrieval's trace.
+CHUNK_BUCKETS = (0,)
 LOOP_LAG_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
@@ -380,8 +385,9 @@ class SignalsTelemetry:
 
     Recorded on the intake's hot path, so the per-interaction families are lockless (one writer,
     the event loop; agent/infra/lockless_metrics.py); each observation keeps its trace id as the
-    bucket's exemplar, as `ragpulse_score` does. The drift gauges change once per batch of
-    interactions and are ordinary gauges.
+    bucket's exemplar, as `ragpulse_score` does. Only the top-1 score and the overlap have buckets
+    (and chunks one: none); the others are read as means (`MEAN_ONLY`). The drift gauges change
+    once per batch of interactions and are ordinary gauges.
     """
 
     def __init__(self, registry: CollectorRegistry) -> None:
@@ -390,9 +396,9 @@ class SignalsTelemetry:
         self.searches = LocklessHistogram(
             "ragpulse_agent_searches",
             "Searches (retrievals and search-tool calls) that fed each answer, per service and route; "
-            f"{every}.",
+            f"{every} (no buckets: sum / count is the mean).",
             labels,
-            SEARCH_BUCKETS,
+            MEAN_ONLY,
             registry,
         )
         self.empty_searches = LocklessCounter(
@@ -417,30 +423,30 @@ class SignalsTelemetry:
         )
         self.mean_score = LocklessHistogram(
             "ragpulse_retrieval_mean_score",
-            f"Mean retriever score of the chunks that carry one; {every}.",
+            f"Mean retriever score of the chunks that carry one; {every} (no buckets).",
             labels,
-            RETRIEVAL_SCORE_BUCKETS,
+            MEAN_ONLY,
             registry,
         )
         self.chunks = LocklessHistogram(
             "ragpulse_retrieved_chunks",
-            f"Chunks the answer was given; {every}.",
+            f"Chunks the answer was given; {every} (one bucket: none).",
             labels,
             CHUNK_BUCKETS,
             registry,
         )
         self.context_characters = LocklessHistogram(
             "ragpulse_context_characters",
-            f"Characters of retrieved context the answer was given; {every}.",
+            f"Characters of retrieved context the answer was given; {every} (no buckets).",
             labels,
-            SIZE_BUCKETS,
+            MEAN_ONLY,
             registry,
         )
         self.response_characters = LocklessHistogram(
             "ragpulse_response_characters",
-            f"Characters of the response; {every} that has one.",
+            f"Characters of the response; {every} that has one (no buckets).",
             labels,
-            SIZE_BUCKETS,
+            MEAN_ONLY,
             registry,
         )
         self.empty_retrievals = LocklessCounter(

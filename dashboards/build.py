@@ -206,24 +206,42 @@ def signal_panels() -> list[Any]:
         query(_route_quantile(0.5, "ragpulse_retrieval_top_score"), f"p50 {where}").exemplar(True),
         query(_route_quantile(0.1, "ragpulse_retrieval_top_score"), f"p10 {where}", "B"),
         query(_route_quantile(0.9, "ragpulse_retrieval_top_score"), f"p90 {where}", "C"),
-        description="Quantiles of the top-1 score from the histogram (buckets 0.1 to 1 by 0.1, then "
-        "2, 5, 10, 20, 50); the dots are exemplars: the trace id of an interaction in each bucket.",
+        description="Quantiles of the top-1 score from the histogram (buckets 0.25, 0.5 to 1 by 0.1, "
+        "then 5 and 50); the dots are exemplars: the trace id of an interaction in each bucket.",
     )
-    chunks = _series(
-        "Chunks given to the answer",
-        "short",
-        query(_route_mean("ragpulse_retrieved_chunks"), f"{where} mean"),
-        query(_route_quantile(0.1, "ragpulse_retrieved_chunks"), f"{where} p10", "B").exemplar(True),
-        description="Chunks retrieved per interaction: a fall means a top-k, filter or index change.",
-    ).min(0)
+    given_none = (
+        f'sum by (service, route) (rate(ragpulse_retrieved_chunks_bucket{{{ROUTE_FILTER},le=~"0|0.0"}}'
+        "[$__rate_interval]))\n"
+        "/ sum by (service, route) "
+        f"(rate(ragpulse_retrieved_chunks_count{{{ROUTE_FILTER}}}[$__rate_interval]))"
+    )
+    chunks = (
+        _series(
+            "Chunks given to the answer, and the share given none",
+            "short",
+            query(_route_mean("ragpulse_retrieved_chunks"), f"{where} mean"),
+            query(given_none, f"{where} given none", "B").exemplar(True),
+            description="Mean chunks retrieved per interaction (left axis): a fall means a top-k, "
+            "filter or index change. Right axis: the share of answers given no chunk (empty "
+            "retrievals, and answers that did not search); its dots are exemplars, the trace of "
+            "the newest such answer.",
+        )
+        .min(0)
+        .override_by_regexp(
+            ".* given none$",
+            [
+                dash_model.DynamicConfigValue(id_val="unit", value="percentunit"),
+                dash_model.DynamicConfigValue(id_val="custom.axisPlacement", value="right"),
+            ],
+        )
+    )
     sizes = _series(
-        "Context and response size (characters), p50 / p90",
+        "Context and response size (characters), mean",
         "short",
-        query(_route_quantile(0.5, "ragpulse_context_characters"), f"context p50 {where}").exemplar(True),
-        query(_route_quantile(0.9, "ragpulse_context_characters"), f"context p90 {where}", "B"),
-        query(_route_quantile(0.5, "ragpulse_response_characters"), f"response p50 {where}", "C"),
-        query(_route_quantile(0.9, "ragpulse_response_characters"), f"response p90 {where}", "D"),
-        description="A chunking change moves the context size; a prompt or model change the response size.",
+        query(_route_mean("ragpulse_context_characters"), f"context {where}"),
+        query(_route_mean("ragpulse_response_characters"), f"response {where}", "B"),
+        description="Mean characters per interaction: a chunking change moves the context size; a "
+        "prompt or model change the response size.",
     ).min(0)
     empty = _share_panel(
         "Empty retrievals (share of interactions, 10m)",

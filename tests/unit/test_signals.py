@@ -204,6 +204,34 @@ def test_buckets_carry_the_trace_id_as_an_exemplar() -> None:
     assert f'trace_id="{0xDEF:032x}"' in bucket_line(registry, "0.25")
 
 
+def test_signals_read_as_means_have_no_buckets_and_keep_an_exemplar() -> None:
+    """Searches, chunk scores, context and response size: sum, count and the +Inf bucket, whose
+    exemplar is the newest interaction; chunks have one bucket, the answers given none (the
+    scrape's size at the series budget)."""
+    signals, registry, _ = recorder()
+    signals.record(interaction(0xABC, chunks=()))
+    signals.record(interaction(0xDEF, scores=(0.5,)))
+    lines = openmetrics(registry).decode().splitlines()
+    for family in (
+        "ragpulse_agent_searches",
+        "ragpulse_retrieval_mean_score",
+        "ragpulse_context_characters",
+        "ragpulse_response_characters",
+    ):
+        buckets = [x for x in lines if x.startswith(f"{family}_bucket")]
+        assert len(buckets) == 1 and 'le="+Inf"' in buckets[0], buckets
+        assert f'trace_id="{0xDEF:032x}"' in buckets[0]
+    chunks = [x for x in lines if x.startswith("ragpulse_retrieved_chunks_bucket")]
+    assert [x.split("}")[0].split(",")[0] for x in chunks] == [
+        'ragpulse_retrieved_chunks_bucket{le="0.0"',
+        'ragpulse_retrieved_chunks_bucket{le="+Inf"',
+    ]
+    assert f'trace_id="{0xABC:032x}"' in chunks[0]  # the empty retrieval's trace
+    assert sample(registry, "ragpulse_retrieved_chunks_bucket", le="0.0") == 1
+    assert sample(registry, "ragpulse_retrieved_chunks_sum") == 1
+    assert sample(registry, "ragpulse_retrieved_chunks_count") == 2
+
+
 def test_overlap_is_computed_up_to_its_rate_per_second() -> None:
     signals, registry, now = recorder(overlap_per_second=3)
     for n in range(10):

@@ -1,4 +1,5 @@
-"""The agent's instruments: every name in agent/telemetry.py, well formed, unique and documented."""
+"""The agent's instruments: every name in agent/telemetry.py, well formed, unique and documented, and
+the size of a scrape at the series budget."""
 
 from __future__ import annotations
 
@@ -10,7 +11,10 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.metrics_core import Metric
 
-from agent.telemetry import CanaryTelemetry, DemoTelemetry, Telemetry
+from agent.model import Chunk, RagInteraction
+from agent.signals import SignalRecorder
+from agent.telemetry import CanaryTelemetry, DemoTelemetry, SignalsTelemetry, Telemetry
+from tests.support.scrape import scrape
 
 ROOT = Path(__file__).resolve().parents[2]
 # Where a user reads what a series means: the README's "What you get" and the docs pages.
@@ -92,3 +96,38 @@ def test_agent_telemetry_is_the_one_module_that_names_instruments() -> None:
     assert found == []
     source = (ROOT / "agent" / "telemetry.py").read_text()
     assert all(f'"{metric.name}"' in source for metric in every_instrument())
+
+
+@pytest.mark.parametrize(
+    ("services", "routes", "shared"),
+    [(100, 100, True), (500, 1, False)],
+    ids=["100 services x 100 routes", "500 services x 1 route"],
+)
+def test_a_scrape_at_the_series_budget_stays_under_60k_samples(
+    services: int, routes: int, shared: bool
+) -> None:
+    """Every series one interaction per pair creates, at the default pair budget (500 pairs, plus
+    one overflow pair): Prometheus ingests each sample on every scrape of every replica."""
+    result = scrape(services, routes, shared)
+    assert result.pairs >= 500
+    assert result.samples < 60_000, result.samples
+
+
+def test_a_pair_costs_49_signal_samples() -> None:
+    """Buckets only where an operator follows the tail to its traces (top-1 score 12, overlap 9,
+    chunks 4: none); four histograms read as means (3 each), four counters, eight drift gauges."""
+    registry = CollectorRegistry()
+    telemetry = SignalsTelemetry(registry)
+    SignalRecorder(telemetry).record(
+        RagInteraction(
+            trace_id="1" * 32,
+            span_id="1" * 16,
+            query="q",
+            chunks=(Chunk("Refunds take five days.", "doc-1", 0.8),),
+            response="Refunds take five days.",
+            service="shop",
+            route="/ask",
+            searches=1,
+        )
+    )
+    assert sum(len(metric.samples) for metric in families(registry)) == 12 + 9 + 4 + 4 * 3 + 4 + 8
