@@ -42,6 +42,7 @@ from agent.judges.base import (
     JudgeError,
     SpendSink,
 )
+from agent.judges.confidence import Completion, graded, tokens_of
 from agent.judges.questions import (
     CHECK_CLAIMS,
     PROMPT_KINDS,
@@ -317,6 +318,7 @@ class LLMJudge:
         self._not_before = 0.0
         self._failures = ThrottledLog(log, _FAILURE_LOG_INTERVAL)
         self._structured = self._structured_mode()
+        self._logprobs = self._logprobs_supported()
         self.usage = Usage()
 
     @property
@@ -348,6 +350,17 @@ class LLMJudge:
                 supported = False
             mode = "json_schema" if supported else "json_object"
         return mode
+
+    def _logprobs_supported(self) -> bool:
+        """Ask for log-probabilities (the verdicts' confidence, agent/judges/confidence.py) where
+        litellm knows the provider returns them; `logprobs` in the extra parameters overrides."""
+        if "logprobs" in self._options.extra:
+            return False
+        try:
+            params = self._litellm.get_supported_openai_params(model=self._model) or []
+        except Exception:  # unknown model or provider: stay binary rather than risk a 400
+            return False
+        return "logprobs" in params and "top_logprobs" in params
 
     def _format_for(self, request: Request) -> dict[str, Any] | None:
         """The response format of one request: its own pinned schema where the provider takes one."""
@@ -426,7 +439,7 @@ class LLMJudge:
             {"role": "user", "content": request.render()},
         ]
 
-    async def _send(self, request: Request) -> str:
+    async def _send(self, request: Request) -> Completion:
         return await self._complete(request.kind, self._messages(request), self._format_for(request))
 
     async def _repair(self, request: Request, first: InvalidAnswer) -> Any:
@@ -435,9 +448,9 @@ class LLMJudge:
         log.debug("judge %s: invalid %s answer (%s); one repair", self._model, request.kind, first)
         if first.repair is None:
             again = request.again(str(first))
-            return again.parse(await self._send(again))
-        contents = await asyncio.gather(*(self._send(r) for r in first.repair.requests))
-        return first.repair.finish(contents)
+            return again.parse((await self._send(again)).content)
+        completions = await asyncio.gather(*(self._send(r) for r in first.repair.requests))
+        return first.repair.finish([c.content for c in completions])
 
     async def _ask(self, request: Request) -> Any:
         """One question: a call, and one repair round if the answer is invalid."""
@@ -447,9 +460,10 @@ class LLMJudge:
             raise self._refused()
         invalid: InvalidAnswer | None = None
         try:
-            content = await self._send(request)
+            completion = await self._send(request)
             try:
-                result = request.parse(content)
+                # A repaired answer is pieced from several calls: only a first answer is graded.
+                result = graded(request.parse(completion.content), completion)
             except InvalidAnswer as first:
                 try:
                     result = await self._repair(request, first)
@@ -479,7 +493,7 @@ class LLMJudge:
 
     async def _complete(
         self, kind: str, messages: list[dict[str, str]], response_format: dict[str, Any] | None = None
-    ) -> str:
+    ) -> Completion:
         """One completion with retries on transient errors, within the elapsed-time cap."""
         options = self._options
         started = time.monotonic()
@@ -530,7 +544,7 @@ class LLMJudge:
 
     async def _one_call(
         self, kind: str, messages: list[dict[str, str]], response_format: dict[str, Any] | None = None
-    ) -> str:
+    ) -> Completion:
         litellm = self._litellm
         options = self._options
         request: dict[str, Any] = {
@@ -548,6 +562,8 @@ class LLMJudge:
             request["api_key"] = options.api_key
         if response_format is not None:
             request["response_format"] = response_format
+        if self._logprobs:
+            request |= {"logprobs": True, "top_logprobs": 2}  # p(yes) vs p(no) at each flag
         try:
             response = await asyncio.wait_for(litellm.acompletion(**request), options.timeout + 5)
         except TimeoutError:
@@ -566,7 +582,7 @@ class LLMJudge:
             content = response.choices[0].message.content
         except (AttributeError, IndexError) as exc:
             raise JudgeError(f"judge response without a message: {exc}") from None
-        return content or ""
+        return Completion(content or "", tokens_of(getattr(response.choices[0], "logprobs", None)))
 
     def _record_usage(self, response: Any) -> None:
         usage = getattr(response, "usage", None)

@@ -20,6 +20,8 @@ from agent.metrics.context import (
     ContextRelevancy,
     context_recall_score,
     context_relevancy_score,
+    graded_context_precision,
+    mean_confidence,
 )
 from agent.metrics.ragchecker import (
     ClaimCheck,
@@ -83,6 +85,8 @@ __all__ = [
     "context_recall_score",
     "context_relevancy_score",
     "faithfulness_score",
+    "graded_context_precision",
+    "mean_confidence",
     "hit_rate_at_k",
     "id_context_precision",
     "id_context_recall",
