@@ -156,6 +156,7 @@ def build_inner_judge(settings: Settings, telemetry: JudgeTelemetry, spend: Spen
         breaker_cooldown=settings.judge.breaker_cooldown_seconds,
         max_concurrency=settings.judge.max_concurrency,
         structured_output=settings.judge.structured_output,
+        logprobs=settings.judge.logprobs,
     )
     return LLMJudge(settings.judge.model, options, usage=telemetry, spend=spend)
 

@@ -25,11 +25,10 @@ metric functions (agent/metrics) over the judge's verdicts.
 from __future__ import annotations
 
 import argparse
-import ast
 import asyncio
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,7 +43,7 @@ from agent.metrics import answer_relevancy_score, context_relevancy_score, faith
 from agent.telemetry import JudgeTelemetry
 from agent.trust.agreement import DEFAULT_THRESHOLDS, auroc, balanced_accuracy, problem_f1
 from benchmarks.common.heldout import load_ares, load_ragtruth
-from benchmarks.common.labelled import SETS
+from benchmarks.common.labelled import SETS, relevance_cases
 from benchmarks.harness import Benchmark, Column, shared_data
 from tests.support.labelled import Case, load_cases
 
@@ -86,7 +85,9 @@ def best_cut(rows: Sequence[Sequence[Scored]], graded: bool) -> float:
 
     def mean_accuracy(cut: float) -> float:
         found = [
-            balanced_accuracy([s.label for s in r], _predict([s.graded if graded else s.thresholded for s in r], cut))
+            balanced_accuracy(
+                [s.label for s in r], _predict([s.graded if graded else s.thresholded for s in r], cut)
+            )
             for r in rows
         ]
         kept = [f for f in found if f is not None]
@@ -111,10 +112,17 @@ COLUMNS = (
 )
 
 
-def figures(name: str, metric: str, rows: Sequence[Scored], cut_before: float, cut_after: float) -> dict[str, object]:
+def figures(
+    name: str, metric: str, rows: Sequence[Scored], cut_before: float | None, cut_after: float | None
+) -> dict[str, object]:
+    """One row; without a cut (no other set has the metric) only AUROC and the documented cut."""
     labels = [s.label for s in rows]
     before, after = [s.thresholded for s in rows], [s.graded for s in rows]
     faith = metric == "faithfulness"
+
+    def at(values: list[float], cut: float | None, statistic: Callable[..., float | None]) -> float | None:
+        return None if cut is None else statistic(labels, _predict(values, cut))
+
     return {
         "data": name,
         "metric": metric,
@@ -123,11 +131,11 @@ def figures(name: str, metric: str, rows: Sequence[Scored], cut_before: float, c
         "auroc_after": auroc(labels, after),
         "bacc_documented": balanced_accuracy(labels, _predict(before, DEFAULT_THRESHOLDS[metric])),
         "cut_before": cut_before,
-        "bacc_before": balanced_accuracy(labels, _predict(before, cut_before)),
+        "bacc_before": at(before, cut_before, balanced_accuracy),
         "cut_after": cut_after,
-        "bacc_after": balanced_accuracy(labels, _predict(after, cut_after)),
-        "f1_before": problem_f1(labels, _predict(before, cut_before)) if faith else None,
-        "f1_after": problem_f1(labels, _predict(after, cut_after)) if faith else None,
+        "bacc_after": at(after, cut_after, balanced_accuracy),
+        "f1_before": at(before, cut_before, problem_f1) if faith else None,
+        "f1_after": at(after, cut_after, problem_f1) if faith else None,
     }
 
 
@@ -135,13 +143,12 @@ def ragchecker_claims(path: Path) -> list[Case]:
     """Claim-level cases from the RAGChecker example: each claim against the retrieved chunks."""
     cases = []
     for item in json.loads(path.read_text())["results"]:
-        chunks = tuple(c["text"] for c in ast.literal_eval(item["retrieved_context"]))
+        chunks = tuple(c["text"] for c in item["retrieved_context"])
         for claims_field, verdicts_field in (
             ("response_claims", "retrieved2response"),
             ("gt_answer_claims", "retrieved2answer"),
         ):
-            claims = ast.literal_eval(item[claims_field])
-            verdicts = ast.literal_eval(item[verdicts_field])
+            claims, verdicts = item[claims_field], item[verdicts_field]
             for triplet, per_chunk in zip(claims, verdicts, strict=True):
                 label = int("Entailment" in per_chunk)
                 cases.append(Case("claim", label, item["query"], chunks, " ".join(triplet) + "."))
@@ -173,7 +180,12 @@ async def main_async(bench: Benchmark, args: argparse.Namespace) -> None:
         Settings.model_validate({"judge_model": args.judge}), JudgeTelemetry(CollectorRegistry())
     )
     data = Path(args.data) if args.data else shared_data()
-    shared: dict[str, list[Case]] = {name: load_cases(data / relative)[1] for name, relative in SETS.items()}
+    shared: dict[str, list[Case]] = {}
+    for name, relative in SETS.items():
+        cases = load_cases(data / relative)[1]
+        if name != "ARES":  # context relevancy pairs built from the QA sets (own passage or not)
+            cases += relevance_cases(name, data / relative)
+        shared[name] = cases
     held: dict[str, list[Case]] = {}
     if args.ragtruth:
         held["RAGTruth test"] = load_ragtruth(Path(args.ragtruth))["test"]
@@ -195,9 +207,8 @@ async def main_async(bench: Benchmark, args: argparse.Namespace) -> None:
                 continue
             # Cuts are chosen on the other shared sets (all of them for a held-out file).
             others = [results[o][metric] for o in shared if o != name and metric in results[o]]
-            if not others:
-                continue
-            row = figures(name, metric, rows, best_cut(others, graded=False), best_cut(others, graded=True))
+            cuts = (best_cut(others, graded=False), best_cut(others, graded=True)) if others else (None, None)
+            row = figures(name, metric, rows, *cuts)
             bench.record(f"{name} {metric}", row)
             table.row(**row)
     ragchecker = data / "ragchecker_examples" / "checking_outputs.json"

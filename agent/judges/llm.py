@@ -231,6 +231,8 @@ class LLMJudgeOptions:
     breaker_cooldown: float = 30.0
     max_concurrency: int = 16
     structured_output: StructuredOutput = "auto"
+    # Ask for log-probabilities (the verdicts' confidence) where the provider returns them.
+    logprobs: bool = True
     # Passed to litellm.acompletion as is (e.g. provider-specific parameters).
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -353,8 +355,8 @@ class LLMJudge:
 
     def _logprobs_supported(self) -> bool:
         """Ask for log-probabilities (the verdicts' confidence, agent/judges/confidence.py) where
-        litellm knows the provider returns them; `logprobs` in the extra parameters overrides."""
-        if "logprobs" in self._options.extra:
+        litellm knows the provider returns them, unless switched off (`judge.logprobs: false`)."""
+        if not self._options.logprobs or "logprobs" in self._options.extra:
             return False
         try:
             params = self._litellm.get_supported_openai_params(model=self._model) or []

@@ -37,9 +37,7 @@ def mean_confidence(confidences: Sequence[float | bool]) -> float | None:
     return sum(map(float, confidences)) / len(confidences) if confidences else None
 
 
-def context_relevancy_score(
-    relevant_statements: Sequence[float], statements: Sequence[int]
-) -> float | None:
+def context_relevancy_score(relevant_statements: Sequence[float], statements: Sequence[int]) -> float | None:
     """Σ relevant statements / Σ statements over the chunks; None without any statement.
 
     A chunk's relevant statements may be graded (the sum of its statements' confidences, see

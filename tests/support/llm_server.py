@@ -211,7 +211,10 @@ def _logprobs(content: str, flag_probability: float) -> list[dict[str, Any]]:
         if text in ("0", "1"):
             other = "1" if text == "0" else "0"
             chosen = math.log(flag_probability)
-            top = [{"token": text, "logprob": chosen}, {"token": other, "logprob": math.log(1 - flag_probability)}]
+            top = [
+                {"token": text, "logprob": chosen},
+                {"token": other, "logprob": math.log(1 - flag_probability)},
+            ]
         else:
             chosen, top = 0.0, [{"token": text, "logprob": 0.0}]
         tokens.append({"token": text, "logprob": chosen, "top_logprobs": top})

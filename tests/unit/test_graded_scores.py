@@ -48,7 +48,9 @@ LITERATURE = [
 
 
 @pytest.mark.parametrize(("verdicts", "expected"), LITERATURE)
-def test_binary_context_precision_is_the_literature_value_exactly(verdicts: list[int], expected: float) -> None:
+def test_binary_context_precision_is_the_literature_value_exactly(
+    verdicts: list[int], expected: float
+) -> None:
     assert graded_context_precision([bool(v) for v in verdicts]) == context_precision_at_k(verdicts)
     assert graded_context_precision([float(v) for v in verdicts]) == context_precision_at_k(verdicts)
     assert graded_context_precision(verdicts) == pytest.approx(expected, abs=1e-4)
@@ -132,7 +134,9 @@ def test_metrics_average_the_confidence() -> None:
     relevancy = asyncio.run(ContextRelevancy().evaluate(_interaction(), judge))
     assert relevancy.value == pytest.approx(0.25)  # 0.5 + 0.5 of 4 statements
     binary = _Fixed([Verdict(False), Verdict(True), Verdict(True)], [Verdict(True), Verdict(False)])
-    assert asyncio.run(ContextPrecision().evaluate(_interaction(3), binary)).value == pytest.approx(0.5833, abs=1e-4)
+    assert asyncio.run(ContextPrecision().evaluate(_interaction(3), binary)).value == pytest.approx(
+        0.5833, abs=1e-4
+    )
     assert asyncio.run(Faithfulness().evaluate(_interaction(), binary)).value == 0.5
 
 
@@ -181,7 +185,7 @@ def test_local_judge_grades_statement_relevance() -> None:
 def _tokens(content: str, probability: float) -> tuple[Token, ...]:
     out, rest = [], content
     while rest:
-        for flag in ('1', '0'):
+        for flag in ("1", "0"):
             if rest.startswith(flag) and out and out[-1].text.endswith(": "):
                 other = "0" if flag == "1" else "1"
                 top = ((flag, math.log(probability)), (other, math.log(1 - probability)))
@@ -192,13 +196,17 @@ def _tokens(content: str, probability: float) -> tuple[Token, ...]:
             cut = min((i for i in (rest.find(": 1"), rest.find(": 0")) if i >= 0), default=len(rest) - 2)
             piece = rest[: cut + 2] if cut >= 0 else rest
             out.append(Token(piece or rest, 0.0))
-            rest = rest[len(piece or rest):]
+            rest = rest[len(piece or rest) :]
     return tuple(out)
 
 
 def test_yes_probability_reads_the_runner_up() -> None:
-    assert yes_probability(Token("1", math.log(0.8), (("1", math.log(0.8)), ("0", math.log(0.15))))) == pytest.approx(0.8 / 0.95)
-    assert yes_probability(Token("0", math.log(0.9), (("0", math.log(0.9)), ("1", math.log(0.1))))) == pytest.approx(0.1)
+    assert yes_probability(
+        Token("1", math.log(0.8), (("1", math.log(0.8)), ("0", math.log(0.15))))
+    ) == pytest.approx(0.8 / 0.95)
+    assert yes_probability(
+        Token("0", math.log(0.9), (("0", math.log(0.9)), ("1", math.log(0.1))))
+    ) == pytest.approx(0.1)
     assert yes_probability(Token(" true", math.log(0.7))) == pytest.approx(0.7)  # no alternatives
     assert yes_probability(Token("false", math.log(0.7))) == pytest.approx(0.3)
     assert yes_probability(Token('"claims', 0.0)) is None
@@ -232,16 +240,24 @@ def test_tokens_of_reads_provider_logprobs() -> None:
 
 
 def test_graded_interaction_answer() -> None:
-    content = json.dumps({"chunks": [{"useful": 1, "relevant": [1]}], "claims": [{"supported": 1, "relevant": 0}]})
+    content = json.dumps(
+        {"chunks": [{"useful": 1, "relevant": [1]}], "claims": [{"supported": 1, "relevant": 0}]}
+    )
     completion = Completion(content, _tokens(content, 0.6))
     answer = graded(
-        ([ChunkAssessment(Verdict(False), Verdict(True), 1, 1)], [ClaimVerdict(Verdict(True), Verdict(False))]),
+        (
+            [ChunkAssessment(Verdict(False), Verdict(True), 1, 1)],
+            [ClaimVerdict(Verdict(True), Verdict(False))],
+        ),
         completion,
     )
     assert answer == (answer[0], answer[1])
     assert answer[0][0].useful is not None and answer[0][0].useful.value is False  # unchanged: contradicts
     consistent = graded(
-        ([ChunkAssessment(Verdict(True), Verdict(True), 1, 1)], [ClaimVerdict(Verdict(True), Verdict(False))]),
+        (
+            [ChunkAssessment(Verdict(True), Verdict(True), 1, 1)],
+            [ClaimVerdict(Verdict(True), Verdict(False))],
+        ),
         completion,
     )
     assert consistent[0][0].useful.score == 0.6
