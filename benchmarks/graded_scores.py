@@ -11,8 +11,9 @@ judge's support). Per data set and metric this prints, for both ways of scoring:
 - balanced accuracy and, for faithfulness, hallucination F1 (positive class: unfaithful) at a
   cut on the metric value chosen OUT OF SAMPLE: on the shared samples, the cut with the best mean
   balanced accuracy over the other shared sets (leave one set out); on the held-out files, the
-  cut chosen on all three shared sets. Thresholded scores also get the documented cut
-  (agent/trust/agreement.py: faithful at 1.0, relevant above 0, answer relevant at 0.5).
+  cut chosen on all three shared sets. Both also get the documented cut (agent/trust/
+  agreement.py: faithful at 1.0, relevant above 0, answer relevant at 0.5), which `ragpulse
+  calibrate` and the judge canary use.
 
 Data: the shared samples (RAGTruth QA, ARES exemplars, HaluEval QA; ../shared/data), the
 RAGChecker example's claims as claim-level data (a response or reference claim, written out from
@@ -103,6 +104,7 @@ COLUMNS = (
     Column("auroc_before", "AUROC thr", 9, spec=".3f"),
     Column("auroc_after", "AUROC grd", 9, spec=".3f"),
     Column("bacc_documented", "BalAcc doc", 10, spec=".3f"),
+    Column("bacc_documented_after", "doc grd", 7, spec=".3f"),
     Column("cut_before", "cut thr", 7, spec=".2f"),
     Column("bacc_before", "BalAcc thr", 10, spec=".3f"),
     Column("cut_after", "cut grd", 7, spec=".2f"),
@@ -130,6 +132,8 @@ def figures(
         "auroc_before": auroc(labels, before),
         "auroc_after": auroc(labels, after),
         "bacc_documented": balanced_accuracy(labels, _predict(before, DEFAULT_THRESHOLDS[metric])),
+        # The documented cut on graded values: what `ragpulse calibrate` and the canary now count.
+        "bacc_documented_after": balanced_accuracy(labels, _predict(after, DEFAULT_THRESHOLDS[metric])),
         "cut_before": cut_before,
         "bacc_before": at(before, cut_before, balanced_accuracy),
         "cut_after": cut_after,
