@@ -315,6 +315,11 @@ class JudgeSettings(BaseModel):
         description="Response format asked of the judge; auto: JSON schema where litellm says the "
         "model supports it, else JSON mode.",
     )
+    logprobs: bool = Field(
+        True,
+        description="Ask for log-probabilities where litellm says the provider returns them, so that "
+        "metrics average the judge's confidence in each verdict; false keeps LLM verdicts binary.",
+    )
     max_text_chars: int = Field(
         32_768,
         gt=0,

@@ -236,13 +236,23 @@ class SamplingDecision:
 class Verdict:
     """A judge's answer to one yes/no question about one item (a chunk, a statement, a claim).
 
-    `score` is the judge's graded confidence in "yes" when it has one (local judges do); it lets
-    offline agreement studies compute AUROC without changing the binary verdict the metric uses.
+    `score` is the judge's graded confidence in "yes", in [0, 1], when it has one: the local
+    judge's support or overlap, the embedding judge's similarity, an LLM's probability of its
+    answer token when the provider returns log-probabilities. None means the verdict is binary.
+    Metrics average `confidence`, so binary verdicts give exactly the thresholded scores.
     """
 
     value: bool
     score: float | None = None
     reason: str = ""
+
+    @property
+    def confidence(self) -> float:
+        """What a metric averages: the graded score (clamped to [0, 1]) when the judge gave one,
+        else 1.0 for yes and 0.0 for no."""
+        if self.score is None:
+            return 1.0 if self.value else 0.0
+        return min(max(self.score, 0.0), 1.0)
 
 
 class Outcome(StrEnum):

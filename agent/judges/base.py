@@ -85,12 +85,23 @@ class ChunkAssessment:
     `useful`: was the chunk useful in arriving at the answer (None when no answer was given).
     `relevant_statements` of the chunk's `statements` (sentences) are relevant to the query;
     `relevance` sums that up as a verdict (any relevant statement) with the share as its score.
+    `graded_relevant`, when the judge grades each statement, is the sum of their confidences
+    (in [0, statements]); context relevancy counts it instead of `relevant_statements`. None
+    means the statements were judged yes/no.
     """
 
     useful: Verdict | None
     relevance: Verdict
     statements: int
     relevant_statements: int
+    graded_relevant: float | None = None
+
+    @property
+    def relevant_weight(self) -> float:
+        """What context relevancy counts for this chunk: graded when the judge graded it."""
+        if self.graded_relevant is None:
+            return float(self.relevant_statements)
+        return min(max(self.graded_relevant, 0.0), float(self.statements))
 
 
 @dataclass(frozen=True, slots=True)

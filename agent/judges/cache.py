@@ -93,13 +93,22 @@ def _decode_list(raw: str) -> list[Verdict]:
 
 
 def encode_relevance(assessment: ChunkAssessment) -> str:
-    r = assessment.relevance
-    return f"{encode_verdict(r)}|{assessment.statements}|{assessment.relevant_statements}"
+    r, graded = assessment.relevance, assessment.graded_relevant
+    text = f"{encode_verdict(r)}|{assessment.statements}|{assessment.relevant_statements}"
+    # The graded statement relevance is a fifth field, present only when the judge graded.
+    return text if graded is None else f"{text}|{graded!r}"
 
 
-def decode_relevance(raw: str) -> tuple[Verdict, int, int]:
-    value, score, statements, relevant = raw.split("|")
-    return decode_verdict(f"{value}|{score}"), int(statements), int(relevant)
+def decode_relevance(raw: str) -> tuple[Verdict, int, int, float | None]:
+    """(relevance verdict, statements, relevant statements, graded relevant statements); entries
+    written before graded scores have four fields and read as binary (graded None)."""
+    value, score, statements, relevant, *graded = raw.split("|")
+    return (
+        decode_verdict(f"{value}|{score}"),
+        int(statements),
+        int(relevant),
+        float(graded[0]) if graded else None,
+    )
 
 
 def encode_claims(claims: Sequence[ClaimVerdict]) -> str:
@@ -242,9 +251,9 @@ class CachedJudge(JudgeWrapper):
             if i in fresh:
                 assessed.append(fresh[i])
                 continue
-            verdict, statements, relevant = decode_relevance(relevance[i])  # type: ignore[arg-type]
+            verdict, statements, relevant, graded = decode_relevance(relevance[i])  # type: ignore[arg-type]
             usefulness = None if answer is None else decode_verdict(useful[i])  # type: ignore[arg-type]
-            assessed.append(ChunkAssessment(usefulness, verdict, statements, relevant))
+            assessed.append(ChunkAssessment(usefulness, verdict, statements, relevant, graded))
         return assessed
 
     @staticmethod

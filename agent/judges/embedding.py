@@ -259,7 +259,13 @@ class EmbeddingJudge:
             relevant = sum(s >= self._relevance for s in scores)
             graded = max(scores, default=0.0)
             assessed.append(
-                ChunkAssessment(useful, Verdict(relevant > 0, score=round(graded, 4)), len(group), relevant)
+                ChunkAssessment(
+                    useful,
+                    Verdict(relevant > 0, score=round(graded, 4)),
+                    len(group),
+                    relevant,
+                    graded_relevant=round(sum(max(float(s), 0.0) for s in scores), 4),
+                )
             )
         return assessed
 

@@ -45,6 +45,7 @@ from agent.judges.base import (
     JudgeError,
     SpendSink,
 )
+from agent.judges.confidence import Completion, graded, tokens_of
 from agent.judges.questions import (
     CHECK_CLAIMS,
     PROMPT_KINDS,
@@ -418,6 +419,7 @@ class LLMJudge:
         self._not_before = 0.0
         self._failures = ThrottledLog(log, _FAILURE_LOG_INTERVAL)
         self._structured = self._structured_mode()
+        self._logprobs = self._logprobs_supported()
         self.usage = Usage()
         # The provider's credential variables (e.g. OPENAI_API_KEY), for the line that says what
         # to set; those missing matter only when no key is configured in ragpulse.
@@ -466,6 +468,17 @@ class LLMJudge:
                 supported = False
             mode = "json_schema" if supported else "json_object"
         return mode
+
+    def _logprobs_supported(self) -> bool:
+        """Ask for log-probabilities (the verdicts' confidence, agent/judges/confidence.py) where
+        litellm knows the provider returns them, unless switched off (`judge.logprobs: false`)."""
+        if not self._options.logprobs or "logprobs" in self._extra:
+            return False
+        try:
+            params = self._litellm.get_supported_openai_params(model=self._model) or []
+        except Exception:  # unknown model or provider: stay binary rather than risk a 400
+            return False
+        return "logprobs" in params and "top_logprobs" in params
 
     def _format_for(self, request: Request) -> dict[str, Any] | None:
         """The response format of one request: its own pinned schema where the provider takes one."""
@@ -543,7 +556,7 @@ class LLMJudge:
             {"role": "user", "content": request.render()},
         ]
 
-    async def _send(self, request: Request) -> str:
+    async def _send(self, request: Request) -> Completion:
         return await self._complete(request.kind, self._messages(request), self._format_for(request))
 
     async def _repair(self, request: Request, first: InvalidAnswer) -> Any:
@@ -552,9 +565,9 @@ class LLMJudge:
         log.debug("judge %s: invalid %s answer (%s); one repair", self._model, request.kind, first)
         if first.repair is None:
             again = request.again(str(first))
-            return again.parse(await self._send(again))
-        contents = await asyncio.gather(*(self._send(r) for r in first.repair.requests))
-        return first.repair.finish(contents)
+            return again.parse((await self._send(again)).content)
+        completions = await asyncio.gather(*(self._send(r) for r in first.repair.requests))
+        return first.repair.finish([c.content for c in completions])
 
     async def _ask(self, request: Request) -> Any:
         """One question: a call, and one repair round if the answer is invalid."""
@@ -564,9 +577,10 @@ class LLMJudge:
             raise self._refused()
         invalid: InvalidAnswer | None = None
         try:
-            content = await self._send(request)
+            completion = await self._send(request)
             try:
-                result = request.parse(content)
+                # A repaired answer is pieced from several calls: only a first answer is graded.
+                result = graded(request.parse(completion.content), completion)
             except InvalidAnswer as first:
                 try:
                     result = await self._repair(request, first)
@@ -596,7 +610,7 @@ class LLMJudge:
 
     async def _complete(
         self, kind: str, messages: list[dict[str, str]], response_format: dict[str, Any] | None = None
-    ) -> str:
+    ) -> Completion:
         """One completion with retries on transient errors, within the elapsed-time cap."""
         options = self._options
         started = time.monotonic()
@@ -648,7 +662,7 @@ class LLMJudge:
 
     async def _one_call(
         self, kind: str, messages: list[dict[str, str]], response_format: dict[str, Any] | None = None
-    ) -> str:
+    ) -> Completion:
         litellm = self._litellm
         options = self._options
         request: dict[str, Any] = {
@@ -666,6 +680,8 @@ class LLMJudge:
             request["api_key"] = options.api_key.get_secret_value()
         if response_format is not None:
             request["response_format"] = response_format
+        if self._logprobs:
+            request |= {"logprobs": True, "top_logprobs": 2}  # p(yes) vs p(no) at each flag
         try:
             response = await asyncio.wait_for(litellm.acompletion(**request), options.timeout_seconds + 5)
         except TimeoutError:
@@ -684,7 +700,7 @@ class LLMJudge:
             content = response.choices[0].message.content
         except (AttributeError, IndexError) as exc:
             raise JudgeError(f"judge response without a message: {exc}") from None
-        return content or ""
+        return Completion(content or "", tokens_of(getattr(response.choices[0], "logprobs", None)))
 
     def _permanent(self, reason: str, exc: BaseException, status: object = None) -> JudgeError:
         """A failure no retry can mend, as one line naming what to set."""

@@ -106,6 +106,8 @@ def assess_chunks(
                 relevance=Verdict(relevant > 0, score=round(graded, 4)),
                 statements=len(statement_scores),
                 relevant_statements=relevant,
+                # Each statement graded by its query coverage: what context relevancy averages.
+                graded_relevant=round(sum(statement_scores), 4),
             )
         )
     return assessed

@@ -20,6 +20,8 @@ from agent.metrics.context import (
     ContextRelevancy,
     context_recall_score,
     context_relevancy_score,
+    graded_context_precision,
+    mean_confidence,
 )
 from agent.metrics.ragchecker import (
     ClaimCheck,
@@ -83,12 +85,14 @@ __all__ = [
     "context_recall_score",
     "context_relevancy_score",
     "faithfulness_score",
+    "graded_context_precision",
     "hit_rate_at_k",
     "id_context_precision",
     "id_context_recall",
     "id_rank_scores",
     "levenshtein_distance",
     "levenshtein_similarity",
+    "mean_confidence",
     "mean_reciprocal_rank",
     "ndcg_at_k",
     "nonllm_context_precision",

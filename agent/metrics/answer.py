@@ -7,6 +7,9 @@
   TP / (TP + (FP + FN) / 2), as RAGAS's factual part (its optional semantic-similarity term is
   not included).
 
+Every verdict counts with its confidence (`Verdict.confidence`: the judge's graded score where it
+gives one, else 1 or 0), so binary verdicts give exactly the shares above.
+
 Faithfulness and answer relevancy ask the same `check_response` question, so a cached judge
 answers both with one call.
 """
@@ -16,21 +19,25 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from agent.judges.base import CHECK_RESPONSE, COMPARE_ANSWERS, Judge, JudgeError
-from agent.metrics.context import share
+from agent.metrics.context import mean_confidence
 from agent.model import MetricResult, RagInteraction
 
 
-def faithfulness_score(supported: Sequence[bool]) -> float | None:
-    """Supported claims / claims; None when the response makes no claim."""
-    return share(sum(map(bool, supported)), len(supported))
+def faithfulness_score(supported: Sequence[float | bool]) -> float | None:
+    """Supported claims / claims, each claim counted with its confidence of support (the mean
+    of graded supports; 1 / 0 for binary verdicts); None when the response makes no claim."""
+    return mean_confidence(supported)
 
 
-def answer_relevancy_score(relevant: Sequence[bool]) -> float | None:
-    """Relevant statements / statements; None when the response has no statement."""
-    return share(sum(map(bool, relevant)), len(relevant))
+def answer_relevancy_score(relevant: Sequence[float | bool]) -> float | None:
+    """Relevant statements / statements, each counted with its confidence; None when the
+    response has no statement."""
+    return mean_confidence(relevant)
 
 
-def answer_correctness_score(true_positives: int, false_positives: int, false_negatives: int) -> float | None:
+def answer_correctness_score(
+    true_positives: float, false_positives: float, false_negatives: float
+) -> float | None:
     """Claim-level F1: TP / (TP + (FP + FN) / 2); None when neither side has a claim."""
     if min(true_positives, false_positives, false_negatives) < 0:
         raise ValueError("claim counts must be >= 0")
@@ -58,7 +65,7 @@ class Faithfulness:
             )
         except JudgeError as exc:
             return MetricResult.error(self.name, str(exc), judge=judge.model)
-        score = faithfulness_score([c.supported.value for c in claims])
+        score = faithfulness_score([c.supported.confidence for c in claims])
         if score is None:
             return MetricResult.skipped(self.name, "no_claims")
         return MetricResult.ok(
@@ -85,7 +92,7 @@ class AnswerRelevancy:
             )
         except JudgeError as exc:
             return MetricResult.error(self.name, str(exc), judge=judge.model)
-        score = answer_relevancy_score([c.relevant is not None and c.relevant.value for c in claims])
+        score = answer_relevancy_score([c.relevant.confidence if c.relevant else 0.0 for c in claims])
         if score is None:
             return MetricResult.skipped(self.name, "no_claims")
         return MetricResult.ok(
@@ -113,9 +120,10 @@ class AnswerCorrectness:
             )
         except JudgeError as exc:
             return MetricResult.error(self.name, str(exc), judge=judge.model)
-        tp = sum(v.value for v in comparison.response_claims)
+        # Graded: a claim 0.8 supported is 0.8 of a true positive and 0.2 of a false one.
+        tp = sum(v.confidence for v in comparison.response_claims)
         fp = len(comparison.response_claims) - tp
-        fn = sum(not v.value for v in comparison.reference_claims)
+        fn = sum(1.0 - v.confidence for v in comparison.reference_claims)
         score = answer_correctness_score(tp, fp, fn)
         if score is None:
             return MetricResult.skipped(self.name, "no_claims")

@@ -5,6 +5,10 @@
 - context_relevancy: statement level, relevant statements of the context / all its statements.
 - context_recall: claims of the reference attributable to the context / all reference claims.
 
+Every verdict counts with its confidence (`Verdict.confidence`): the judge's graded score where
+it gives one, else 1 or 0. Binary verdicts therefore give exactly the literature's scores; graded
+ones give a score that moves with the judge's certainty instead of jumping at a threshold.
+
 Context precision and context relevancy ask the same `assess_chunks` question, so a cached judge
 answers both with one call.
 """
@@ -14,7 +18,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from agent.judges.base import ASSESS_CHUNKS, CHECK_REFERENCE, Judge, JudgeError
-from agent.metrics.ranking import context_precision_at_k
 from agent.model import MetricResult, RagInteraction
 
 
@@ -25,14 +28,56 @@ def share(hits: int, total: int) -> float | None:
     return hits / total if total else None
 
 
-def context_relevancy_score(relevant_statements: Sequence[int], statements: Sequence[int]) -> float | None:
-    """Σ relevant statements / Σ statements over the chunks; None without any statement."""
-    return share(sum(relevant_statements), sum(statements))
+def mean_confidence(confidences: Sequence[float | bool]) -> float | None:
+    """The mean of per-item confidences in [0, 1] (bools count 1 / 0, so binary verdicts give
+    hits / total exactly); None when there is no item (undefined, never 0)."""
+    for i, c in enumerate(confidences):
+        if c is None or not 0.0 <= c <= 1.0:
+            raise ValueError(f"confidence {i} must be in [0, 1], got {c!r}")
+    return sum(map(float, confidences)) / len(confidences) if confidences else None
 
 
-def context_recall_score(attributed: Sequence[bool]) -> float | None:
-    """Reference claims attributable to the context / reference claims; None without claims."""
-    return share(sum(map(bool, attributed)), len(attributed))
+def context_relevancy_score(relevant_statements: Sequence[float], statements: Sequence[int]) -> float | None:
+    """Σ relevant statements / Σ statements over the chunks; None without any statement.
+
+    A chunk's relevant statements may be graded (the sum of its statements' confidences, see
+    `ChunkAssessment.relevant_weight`); counts give the statement-level share exactly.
+    """
+    total = sum(statements)
+    relevant = sum(relevant_statements)
+    if total < 0 or not 0 <= relevant <= total:
+        raise ValueError(f"expected 0 <= relevant <= statements, got {relevant}/{total}")
+    return relevant / total if total else None
+
+
+def context_recall_score(attributed: Sequence[float | bool]) -> float | None:
+    """Reference claims attributable to the context / reference claims, each counted with its
+    confidence; None without claims."""
+    return mean_confidence(attributed)
+
+
+def graded_context_precision(usefulness: Sequence[float | bool]) -> float | None:
+    """Context precision with graded usefulness: CP@K = Σ_k (P@k · v_k) / Σ_k v_k, where v_k in
+    [0, 1] is the judge's confidence that chunk k was useful and P@k = (Σ_{i≤k} v_i) / k is
+    computed from the same graded v's.
+
+    With 0/1 verdicts this is exactly `context_precision_at_k` (0,1,1,0,0 → 0.5833; 1,1,0,1,0 →
+    0.9167; 0,0,1,1,1 → 0.4778). E.g. v = (0.5, 1.0): P@1 = 0.5, P@2 = 0.75, CP = (0.5·0.5 +
+    0.75·1.0) / 1.5 = 0.6667. Returns 0.0 when no chunk has any usefulness, None without chunks.
+    """
+    if not usefulness:
+        return None
+    weighted = 0.0
+    hits = 0.0
+    for k, v in enumerate(usefulness, start=1):
+        if v is None or not 0.0 <= v <= 1.0:
+            raise ValueError(f"usefulness at rank {k} must be in [0, 1], got {v!r}")
+        if v:
+            hits += v
+            weighted += hits / k * v
+    if hits == 0:
+        return 0.0
+    return weighted / hits
 
 
 def anchor(interaction: RagInteraction) -> str | None:
@@ -65,7 +110,7 @@ class ContextPrecision:
             return MetricResult.error(self.name, str(exc), judge=judge.model)
         if assessed and all(a.useful is None for a in assessed):
             return MetricResult.skipped(self.name, "nothing_checkable")
-        score = context_precision_at_k([bool(a.useful and a.useful.value) for a in assessed])
+        score = graded_context_precision([a.useful.confidence if a.useful else 0.0 for a in assessed])
         if score is None:
             return MetricResult.skipped(self.name, "no_chunks")
         useful = tuple(None if a.useful is None else bool(a.useful.value) for a in assessed)
@@ -98,7 +143,7 @@ class ContextRelevancy:
         except JudgeError as exc:
             return MetricResult.error(self.name, str(exc), judge=judge.model)
         score = context_relevancy_score(
-            [a.relevant_statements for a in assessed], [a.statements for a in assessed]
+            [a.relevant_weight for a in assessed], [a.statements for a in assessed]
         )
         if score is None:
             return MetricResult.skipped(self.name, "no_statements")
@@ -132,7 +177,7 @@ class ContextRecall:
             )
         except JudgeError as exc:
             return MetricResult.error(self.name, str(exc), judge=judge.model)
-        score = context_recall_score([v.value for v in verdicts])
+        score = context_recall_score([v.confidence for v in verdicts])
         if score is None:
             return MetricResult.skipped(self.name, "no_claims")
         return MetricResult.ok(

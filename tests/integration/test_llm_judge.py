@@ -23,7 +23,6 @@ from agent.build import build_judge
 from agent.config import JudgeSettings, Settings
 from agent.judges.cache import CachedJudge
 from agent.judges.llm import LLMJudge
-from agent.judges.local import LexicalJudge
 from agent.metrics import METRICS, STREAMING_METRICS
 from agent.model import Chunk, MetricResult, Outcome, RagInteraction
 from agent.telemetry import Telemetry
@@ -111,12 +110,10 @@ async def evaluate(
 def test_streaming_metrics_cost_two_calls_and_match_the_local_judge(fake: FakeLLMServer) -> None:
     judge, telemetry = judge_for(fake)
     results = asyncio.run(evaluate(judge, interaction()))
-    local = asyncio.run(evaluate(LexicalJudge(), interaction()))
 
     assert {name: r.outcome for name, r in results.items()} == dict.fromkeys(STREAMING_METRICS, Outcome.OK)
-    # The server judges like the lexical judge, so the scores agree.
-    for name in STREAMING_METRICS:
-        assert results[name].value == pytest.approx(local[name].value), name
+    # The server gives the lexical judge's thresholded verdicts, without their graded scores
+    # (it returns no log-probabilities here), so the scores are the binary ones.
     assert results["context_precision"].value == pytest.approx(0.5)  # chunk 2 useful, chunk 3 not
     assert results["faithfulness"].value == pytest.approx(0.5)  # "founded in 250 BC" is in no chunk
     assert results["context_relevancy"].value == pytest.approx(1 / 6)
@@ -727,3 +724,25 @@ def test_the_test_llm_server_takes_many_connections_at_once() -> None:
         for client in clients:
             client.close()
         server.start().stop()
+
+
+def test_verdict_probabilities_from_logprobs_flow_into_the_scores(fake: FakeLLMServer) -> None:
+    fake.flag_probability = 0.9  # p(chosen flag); the other digit is the runner-up at 0.1
+    try:
+        judge = llm_judge(fake)
+        one_claim = interaction(response="The capital of France is Paris.")
+        results = asyncio.run(evaluate(judge, one_claim))
+    finally:
+        fake.flag_probability = None
+    assert all(body.get("logprobs") is True and body.get("top_logprobs") == 2 for body in fake.stats.requests)
+    # One supported claim: faithfulness is its probability, not the thresholded 1.0.
+    assert results["faithfulness"].value == pytest.approx(0.9)
+    # Usefulness (no, yes, no) read as (0.1, 0.9, 0.1): P@1 = 0.1, P@2 = 0.5, P@3 = 1.1 / 3;
+    # CP = (0.1·0.1 + 0.5·0.9 + (1.1 / 3)·0.1) / 1.1, where binary verdicts gave 0.5.
+    assert results["context_precision"].value == pytest.approx((0.01 + 0.45 + 0.11 / 3) / 1.1)
+    assert results["context_precision"].chunk_verdicts == (False, True, False)
+    # Without log-probabilities the same judge is binary, exactly as before.
+    fake.reset()
+    binary = asyncio.run(evaluate(llm_judge(fake), one_claim))
+    assert binary["faithfulness"].value == 1.0
+    assert binary["context_precision"].value == 0.5

@@ -169,3 +169,26 @@ def test_client_url_forms() -> None:
         redis_client("redis+sentinel://s1:26379")
     with pytest.raises(ValueError, match="unsupported"):
         redis_client("memcached://x")
+
+
+def test_verdict_confidence_round_trips_through_redis(server: RedisServer, llm: FakeLLMServer) -> None:
+    async def scenario() -> dict[str, MetricResult]:
+        first, _ = judge_for(server.url, llm)
+        cold = await evaluate(first, interaction(7))
+        second, telemetry = judge_for(server.url, llm)
+        warm = await evaluate(second, interaction(7))
+        assert telemetry.registry.get_sample_value("ragpulse_judge_cache_hits_total") == len(CHUNKS) + 1
+        assert {n: r.value for n, r in warm.items()} == {n: r.value for n, r in cold.items()}
+        return warm
+
+    llm.reset()
+    llm.flag_probability = 0.8
+    try:
+        warm = asyncio.run(scenario())
+    finally:
+        llm.flag_probability = None
+    assert llm.stats.calls == 2  # the second judge asked nobody
+    # "The capital of France is Paris." is one supported claim, read at p = 0.8 from the cache.
+    assert warm["faithfulness"].value == pytest.approx(0.8)
+    values = [v.decode() for v in redis.Redis(port=server.port).mget(redis.Redis(port=server.port).keys("*"))]
+    assert any("|0.8" in v for v in values)  # stored with the verdict, not in the key

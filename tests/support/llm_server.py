@@ -26,6 +26,7 @@ import collections
 import contextlib
 import importlib.util
 import json
+import math
 import os
 import random
 import re
@@ -270,6 +271,24 @@ def answer(user: str) -> dict[str, Any]:
     raise ValueError(f"unknown question kind {kind!r}")
 
 
+def _logprobs(content: str, flag_probability: float) -> list[dict[str, Any]]:
+    """OpenAI-style token log-probabilities of `content`: each 0/1 value its own token with
+    `flag_probability` (the other digit as the runner-up), everything else certain."""
+    tokens = []
+    for text in filter(None, re.split(r'((?<=": )[01](?=[,}]))', content)):
+        if text in ("0", "1"):
+            other = "1" if text == "0" else "0"
+            chosen = math.log(flag_probability)
+            top = [
+                {"token": text, "logprob": chosen},
+                {"token": other, "logprob": math.log(1 - flag_probability)},
+            ]
+        else:
+            chosen, top = 0.0, [{"token": text, "logprob": 0.0}]
+        tokens.append({"token": text, "logprob": chosen, "top_logprobs": top})
+    return tokens
+
+
 class _Listener(ThreadingHTTPServer):
     # socketserver's default backlog is 5: 30 judge calls connecting at once overflowed it, and
     # the dropped connections were retried by the client's kernel a second later, a delay no
@@ -304,6 +323,9 @@ class FakeLLMServer:
         self.stats = Stats()
         # A judge whose verdicts shifted (a new model behind the same name): every claim supported.
         self.lenient = False
+        # When set, the probability of the chosen token at each 0/1 flag, returned as
+        # `choices[0].logprobs` (the other digit as the runner-up) to requests that ask for them.
+        self.flag_probability: float | None = None
         self._lock = threading.Lock()
         self._script: collections.deque[str] = collections.deque()
         self._always: str | None = None
@@ -413,14 +435,19 @@ class FakeLLMServer:
         completion_tokens = count_tokens(content)
         with self._lock:
             self.stats.completion_tokens += completion_tokens
+        choice: dict[str, Any] = {
+            "index": 0,
+            "message": {"role": "assistant", "content": content},
+            "finish_reason": "stop",
+        }
+        if body.get("logprobs") and self.flag_probability is not None:
+            choice["logprobs"] = {"content": _logprobs(content, self.flag_probability)}
         return {
             "id": f"chatcmpl-fake-{self.stats.calls}",
             "object": "chat.completion",
             "created": int(time.time()),
             "model": body.get("model", "fake"),
-            "choices": [
-                {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
-            ],
+            "choices": [choice],
             "usage": {
                 "prompt_tokens": prompt_tokens,
                 "completion_tokens": completion_tokens,

@@ -225,7 +225,7 @@ def test_verdict_encoding_round_trips() -> None:
 
 def test_relevance_and_claim_encodings_round_trip_without_text() -> None:
     assessment = ChunkAssessment(Verdict(True), Verdict(True, 0.5), statements=4, relevant_statements=2)
-    assert decode_relevance(encode_relevance(assessment)) == (Verdict(True, 0.5), 4, 2)
+    assert decode_relevance(encode_relevance(assessment)) == (Verdict(True, 0.5), 4, 2, None)
     claims = [
         ClaimVerdict(Verdict(True, 0.9, reason="Paris is the capital"), Verdict(False)),
         ClaimVerdict(Verdict(False)),
