@@ -1,6 +1,7 @@
 """The durable results exporters of the `results` settings section: each evaluated interaction to
 a Kafka topic (agent/exporters/kafka_results.py) and/or as OTLP to a trace backend
-(agent/exporters/otlp_results.py). Neither is built unless configured."""
+(agent/exporters/otlp_results.py) and/or to a local JSONL file (agent/exporters/results_file.py).
+None is built unless configured."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from agent.config import ResultsSettings
+from agent.exporters import results_file
 from agent.exporters.base import Exporter
 from agent.infra.waiting import Dependencies
 from agent.telemetry import EvaluationTelemetry
@@ -24,6 +26,9 @@ def build(
     """`kafka_connection`: the kafka-python options of the brokers (agent/sources/kafka.py);
     `documents_key`: names documents on the results as ragpulse_document_verdicts does."""
     exporters: list[Exporter] = []
+    local = results_file.build(section, documents_key)
+    if local is not None:
+        exporters.append(local)
     if section.topic:
         # Imported here: only a configured results topic loads the Kafka client.
         from agent.exporters.kafka_results import KafkaResultsExporter
