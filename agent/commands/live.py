@@ -20,6 +20,8 @@ from agent.report.live import LiveView, PlainView, Watch, log_above, show
 from agent.scoreboard import Scoreboard
 
 BIN_SECONDS = 10.0  # the sparkline's bins: 40 of them show the last few minutes
+MEAN_SECONDS = 60.0  # production traffic is sparser than the demo's: means over a minute
+LOWEST_SECONDS = 600.0  # the worst interactions of the last ten minutes
 
 
 class LiveRun:
@@ -31,7 +33,7 @@ class LiveRun:
         self.console = Console(soft_wrap=True)
         self.terminal = self.console.is_terminal if terminal is None else terminal
         self.board = Scoreboard(time.monotonic(), bin_seconds=BIN_SECONDS, recent=settings.activity.recent)
-        self.watch = Watch(registry, self.board)
+        self.watch = Watch(registry, self.board, mean_seconds=MEAN_SECONDS, lowest_seconds=LOWEST_SECONDS)
         self._settings = settings
         if self.terminal:
             log_above(self.console)

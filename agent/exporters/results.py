@@ -9,7 +9,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from agent.config import ResultsSettings
-from agent.exporters import results_file
 from agent.exporters.base import Exporter
 from agent.infra.waiting import Dependencies
 from agent.telemetry import EvaluationTelemetry
@@ -26,9 +25,20 @@ def build(
     """`kafka_connection`: the kafka-python options of the brokers (agent/sources/kafka.py);
     `documents_key`: names documents on the results as ragpulse_document_verdicts does."""
     exporters: list[Exporter] = []
-    local = results_file.build(section, documents_key)
-    if local is not None:
-        exporters.append(local)
+    if section.file:
+        from pathlib import Path
+
+        from agent.exporters.results_file import ResultsFileExporter
+
+        exporters.append(
+            ResultsFileExporter(
+                Path(section.file),
+                max_bytes=section.file_max_bytes,
+                keep=section.file_keep,
+                include_text=section.include_text,
+                documents_key=documents_key,
+            )
+        )
     if section.topic:
         # Imported here: only a configured results topic loads the Kafka client.
         from agent.exporters.kafka_results import KafkaResultsExporter

@@ -16,7 +16,6 @@ import os
 from pathlib import Path
 from typing import IO
 
-from agent.config import ResultsSettings
 from agent.exporters.result_spans import evaluation_request
 from agent.infra.otlp_json import to_line
 from agent.model import Evaluated
@@ -86,15 +85,3 @@ class ResultsFileExporter:
         file, self._file = self._file, None
         if file is not None:
             file.close()
-
-
-def build(section: ResultsSettings, documents_key: str | None) -> ResultsFileExporter | None:
-    if not section.file:
-        return None
-    return ResultsFileExporter(
-        Path(section.file),
-        max_bytes=section.file_max_bytes,
-        keep=section.file_keep,
-        include_text=section.include_text,
-        documents_key=documents_key,
-    )

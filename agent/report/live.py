@@ -25,7 +25,6 @@ from agent.scoreboard import Scoreboard, SeriesKey, drift_alarms, sample_total
 
 _SPARK = "▁▂▃▄▅▆▇█"
 PLAIN_EVERY_SECONDS = 5.0
-MEAN_SECONDS = 5.0  # the window of the means shown
 
 
 def sparkline(values: list[float | None], width: int = 40) -> str:
@@ -36,11 +35,14 @@ def sparkline(values: list[float | None], width: int = 40) -> str:
 @dataclass
 class Watch:
     """What a live view reads: the agent's registry and its scoreboard; remembers when each drift
-    alarm first fired (seconds on the board's clock)."""
+    alarm first fired (seconds on the board's clock). Means are over the last `mean_seconds`, the
+    lowest-scored interactions among those of the last `lowest_seconds`."""
 
     registry: CollectorRegistry
     board: Scoreboard
     detections: dict[SeriesKey, float] = field(default_factory=dict, kw_only=True)
+    mean_seconds: float = field(default=5.0, kw_only=True)
+    lowest_seconds: float = field(default=30.0, kw_only=True)
 
     def counters(self) -> dict[str, float]:
         return {
@@ -81,11 +83,11 @@ class LiveView:
         watch = self._watch
         board = watch.board
         _, series = board.timeline()
-        recent = board.mean_since(MEAN_SECONDS)
+        recent = board.mean_since(watch.mean_seconds)
         scores = Table(expand=True, box=None)
         for column in (
             "metric",
-            f"mean ({MEAN_SECONDS:g} s)",
+            f"mean ({watch.mean_seconds:g} s)",
             f"over time ({board.bin_seconds:g} s bins)",
             "drift",
         ):
@@ -107,7 +109,7 @@ class LiveView:
         lowest.add_column("scores / failing verdicts", overflow="fold", ratio=2)
         lowest.add_column("trace id", no_wrap=True, min_width=32)
         lowest.add_column("question", overflow="ellipsis", no_wrap=True, ratio=1)
-        for scored in board.lowest():
+        for scored in board.lowest(seconds=watch.lowest_seconds):
             shown = " ".join(f"{m}={v:.2f}" for m, v in sorted(scored.scores.items()))
             verdicts = "\n".join(scored.failing)
             lowest.add_row(
@@ -125,8 +127,9 @@ class LiveView:
 
 
 class PlainView:
-    """One line every few seconds, one per drift alarm and one per new lowest-scored interaction:
-    for logs, pipes and CI. `status` is the start of the periodic line (e.g. the demo's phase)."""
+    """One line every few seconds while traffic flows, one per drift alarm and one per new
+    low-scored interaction (mean below 0.5): for logs, pipes and CI. `status` starts the periodic
+    line (e.g. the demo's phase)."""
 
     def __init__(self, watch: Watch, console: Any, status: Callable[[], str] = lambda: "") -> None:
         self._watch = watch
@@ -135,6 +138,7 @@ class PlainView:
         self._last = float("-inf")
         self._announced: set[SeriesKey] = set()
         self._listed: set[tuple[str, float]] = set()
+        self._seen: tuple[float, ...] = ()
 
     def __enter__(self) -> PlainView:
         return self
@@ -158,19 +162,23 @@ class PlainView:
             return
         self._last = elapsed
         counts = watch.counters()
-        means = " ".join(f"{m}={v:.3f}" for m, v in sorted(board.mean_since(MEAN_SECONDS).items()))
+        seen = (*counts.values(), board.scored)
+        if not force and seen == self._seen:
+            return  # quiet while idle: nothing arrived since the last line
+        self._seen = seen
+        means = " ".join(f"{m}={v:.3f}" for m, v in sorted(board.mean_since(watch.mean_seconds).items()))
         self.print(
             f"{elapsed:6.1f}s {self._status()}spans={counts['spans']:.0f} "
             f"interactions={counts['interactions']:.0f} sampled={counts['sampled']:.0f} "
             f"scored={board.scored} {means} drift_series={len(watch.detections)}"
         )
-        for scored in board.lowest(n=3):
-            key = (scored.trace_id, scored.at)
-            if key in self._listed or scored.mean >= 0.5:
+        for scored in board.lowest(n=3, seconds=watch.lowest_seconds):
+            listed = (scored.trace_id, scored.at)
+            if listed in self._listed or scored.mean >= 0.5:
                 continue
-            self._listed.add(key)
+            self._listed.add(listed)
             if len(self._listed) > 1000:  # bounded: forget what left the board's recent window
-                self._listed = {k for k in self._listed if k[1] >= elapsed - 60.0}
+                self._listed = {seen for seen in self._listed if seen[1] >= elapsed - 60.0}
             self.print(
                 f"{scored.at:6.1f}s low score: trace_id={scored.trace_id} service={scored.service} "
                 f"mean={scored.mean:.2f} "

@@ -151,8 +151,10 @@ def parse_label_lines(text: str, source: str) -> tuple[list[Label], int]:
     if not isinstance(row, dict) or not isinstance(row.get("labels"), dict):
         label = parse_label_line(text, source)
         return ([], 1) if label is None else ([label], 0)
-    scores = row.get("scores") if isinstance(row.get("scores"), dict) else {}
-    labels, unlabelled = [], 0
+    found = row.get("scores")
+    scores: dict[str, object] = found if isinstance(found, dict) else {}
+    labels: list[Label] = []
+    unlabelled = 0
     for metric, raw in row["labels"].items():
         single = {k: v for k, v in row.items() if k not in ("labels", "scores")}
         single.update(metric=metric, label=raw, score=scores.get(metric))
