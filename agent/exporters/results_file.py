@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 from typing import IO
 
+from agent.config import ConfigError
 from agent.exporters.result_spans import evaluation_request
 from agent.infra.otlp_json import to_line
 from agent.model import Evaluated
@@ -44,8 +45,13 @@ class ResultsFileExporter:
 
     async def start(self) -> None:
         if self._file is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = self.path.open("ab")
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._file = self.path.open("ab")
+            except OSError as exc:  # the operator's path: name the setting, no traceback
+                raise ConfigError(
+                    f"results_file (env RAGPULSE_RESULTS_FILE): cannot write {self.path}: {exc.strerror}"
+                ) from None
             self._size = self._file.tell()
 
     def _rotate(self) -> None:
