@@ -8,8 +8,9 @@ File lines (JSONL): `{"interaction_id": "<trace>:<span>" | "id": "<eval input id
 "faithfulness", "label": 1}`, or one line per interaction with `"labels": {"faithfulness": 1, ...}`
 and `"scores": {...}` by metric (what `ragpulse label-queue` writes). `label` may be a number in
 [0, 1], true/false, or one of the words in `POSITIVE_WORDS` / `NEGATIVE_WORDS`; `null` means "not
-labelled yet" (a label-queue line nobody has filled in). Optional: `weight` (the sampling weight 1/π written by `ragpulse label-queue`) and
-`score` (the judge's score, so a filled-in queue can be calibrated without a results file).
+labelled yet" (a label-queue line nobody has filled in). Optional: `weight` (the sampling weight
+1/π written by `ragpulse label-queue`) and `score` (the judge's score, so a filled-in queue can be
+calibrated without a results file).
 
 Stream (OpenInference annotations, spec/annotations.md of Arize-ai/openinference): a span
 attribute group `annotations.<i>.annotation.*` or `evaluations.<i>.evaluation.*` (span scope), or
