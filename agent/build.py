@@ -20,7 +20,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from agent import budget, delivery, sampling, server, signals
+from agent import activity, budget, delivery, sampling, server, signals
 from agent.budget import SpendCounter
 from agent.config import ConfigError, Settings, load_settings
 from agent.evaluate import Evaluator
@@ -166,7 +166,8 @@ def build_agent(
     settings: Settings, registry: CollectorRegistry | None = None, observers: Sequence[Exporter] = ()
 ) -> Agent:
     """The agent `ragpulse run` starts. `observers` are extra in-process exporters that see every
-    evaluated interaction after the configured ones (`ragpulse demo`'s live view)."""
+    evaluated interaction after the configured ones (the live view of `ragpulse demo` and of
+    `ragpulse run --live`)."""
     check_settings(settings)
     telemetry = Telemetry(registry if registry is not None else CollectorRegistry())
     for key, threshold in settings.alerts.thresholds.items():
@@ -214,6 +215,7 @@ def build_agent(
             *observers,
         ],
         observers=[
+            activity.build(settings.activity, telemetry.registry),
             signals.build(
                 settings.signals,
                 telemetry.signals,

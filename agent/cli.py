@@ -60,6 +60,10 @@ def _parser() -> argparse.ArgumentParser:
     # One style for every subcommand: a parser whose `handler(args, settings)` runs the command
     # once the settings are loaded and checked; those of other modules register themselves.
     run = with_settings(commands.add_parser("run", help="run the agent (embedded defaults without config)"))
+    run.add_argument(
+        "--live", action="store_true",
+        help="show means, drift and the lowest-scored recent interactions (plain lines when not a terminal)",
+    )  # fmt: skip
     run.set_defaults(handler=_run_command)
     validate = with_settings(commands.add_parser("validate-config", help="check settings and print them"))
     validate.add_argument("--list", action="store_true", help="list every setting with its env var")
@@ -136,10 +140,18 @@ def _check_protobuf_backend() -> None:
         )
 
 
-async def _run(settings: Settings) -> None:
+async def _run(settings: Settings, live: bool = False) -> None:
+    from prometheus_client import CollectorRegistry
+
     from agent.build import build_agent
 
-    agent = build_agent(settings)
+    registry = CollectorRegistry()
+    watching = None
+    if live:
+        from agent.commands.live import LiveRun
+
+        watching = LiveRun(settings, registry)
+    agent = build_agent(settings, registry, observers=[watching.board] if watching else ())
     stop = stop_on_signals()
     # A signal while start-up still waits for a dependency (Kafka, Redis) stops it there; a
     # start-up failure ends the command here (reported by main).
@@ -153,6 +165,8 @@ async def _run(settings: Settings) -> None:
             settings.sampling.rate,
             f"; waiting for {awaited} before taking spans" if awaited else "",
         )
+        if watching is not None:
+            await watching.show(stop)
         await stop.wait()
     log.info(
         "stopping: finishing in-flight evaluations (up to %.0fs)", settings.pipeline.shutdown_timeout_seconds
@@ -232,7 +246,7 @@ def _validate_command(args: argparse.Namespace, settings: Settings) -> int:
 def _run_command(args: argparse.Namespace, settings: Settings) -> int:
     _check_protobuf_backend()
     try:
-        asyncio.run(_run(settings))
+        asyncio.run(_run(settings, live=args.live))
     except OSError as exc:
         # A port in use, a certificate file missing: the agent could not start.
         print(f"ragpulse run: cannot start: {mask(str(exc))}", file=sys.stderr)

@@ -249,6 +249,17 @@ class ResultsSettings(BaseModel):
     otlp_timeout_seconds: float = Field(
         10.0, gt=0, description="Timeout of one POST to results_otlp_endpoint (then retried)."
     )
+    file: str | None = Field(
+        None,
+        description="JSONL file receiving each evaluated interaction as one OTLP JSON line, the record "
+        "of the results topic (unset = off); read by `ragpulse label-queue --results-file`.",
+    )
+    file_max_bytes: int = Field(
+        50_000_000, ge=1024, description="Size at which results_file is rotated to results_file.1, .2, ..."
+    )
+    file_keep: int = Field(
+        5, ge=0, le=1000, description="Rotated results files kept beside results_file (the oldest removed)."
+    )
 
     @field_validator("otlp_endpoint")
     @classmethod
@@ -582,6 +593,22 @@ class SignalsSettings(BaseModel):
     )
 
 
+class ActivitySettings(BaseModel):
+    """What `ragpulse run` says about the traffic it sees (agent/activity.py)."""
+
+    model_config = _section("activity")
+
+    summary_seconds: float = Field(
+        60.0,
+        ge=0,
+        description="Period of the one-line traffic summary in the log (spans, interactions, scored, "
+        "means, drift alarms); no line for a period with no traffic. 0 turns it off.",
+    )
+    recent: int = Field(
+        300, ge=1, le=100_000, description="Recent scored interactions kept for `ragpulse run --live`."
+    )
+
+
 class AlertSettings(BaseModel):
     """Opt-in absolute thresholds of the quality alert, exported as
     ragpulse_quality_threshold{service,metric}; none by default (docs/runbooks.md)."""
@@ -851,6 +878,7 @@ SECTIONS: dict[str, type[BaseModel]] = {
     "drift": DriftSettings,
     "documents": DocumentsSettings,
     "signals": SignalsSettings,
+    "activity": ActivitySettings,
     "alerts": AlertSettings,
     "trust": TrustSettings,
     "security": SecuritySettings,
@@ -896,6 +924,7 @@ class Settings(BaseModel):
     drift: DriftSettings = DriftSettings()
     documents: DocumentsSettings = DocumentsSettings()
     signals: SignalsSettings = SignalsSettings()
+    activity: ActivitySettings = ActivitySettings()
     alerts: AlertSettings = AlertSettings()
     trust: TrustSettings = TrustSettings()
     security: SecuritySettings = SecuritySettings()

@@ -22,8 +22,9 @@ from agent.otlp.assemble import Assembly
 
 
 class Observer(Lifecycle, Protocol):
-    def on_spans(self, spans: Sequence[Span]) -> None:
-        """Every decoded span as it arrives, before assembly (of all routes)."""
+    def on_spans(self, spans: Sequence[Span], source: str) -> None:
+        """Every decoded span as it arrives, before assembly (of all routes), with the name of the
+        source that read it (`otlp_http`, `otlp_grpc`, `kafka`)."""
         ...
 
     def on_assembly(self, assembly: Assembly) -> None:

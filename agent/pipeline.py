@@ -150,7 +150,7 @@ class Pipeline:
         for reason in request.rejected:
             self.dead_letter(reason, "span with a malformed trace or span id")
         for observer in self._observers:
-            observer.on_spans(request.spans)
+            observer.on_spans(request.spans, source)
         self._take(self._assembler.add(request.spans, sequence))
         return sequence
 

@@ -276,7 +276,7 @@ class SignalRecorder:
         )
         self._loads: set[asyncio.Task[None]] = set()
 
-    def on_spans(self, spans: Sequence[Span]) -> None:
+    def on_spans(self, spans: Sequence[Span], source: str = "") -> None:
         """Not observed: signals read assembled interactions."""
 
     def on_assembly(self, assembly: Assembly) -> None:

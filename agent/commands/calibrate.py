@@ -3,16 +3,19 @@
     ragpulse calibrate LABELS [--scores RESULTS] [--out DIR] [--method auto|isotonic|platt]
     ragpulse label-queue RESULTS --fraction F [--oversample K] [--inputs FILE] [--out FILE]
     ragpulse label-queue --from-results-topic [--config FILE] [--set NAME=VALUE] [--out FILE]
+    ragpulse label-queue --results-file FILE [--fraction F] [--out FILE]
 
 calibrate writes DIR/calibration.json (load it with `--set calibration_file=...` in `ragpulse
 run`), DIR/agreement.json and DIR/report.html, prints a table, and reports unusable label lines
 by number on stderr without stopping (one line for a reason shared by many lines). Per metric it
 prints a plain verdict on the judge's AUROC interval: at chance, weak or useful (docs/trust.md).
-label-queue draws interactions for labelling exactly as the running agent does (same hash,
-same weights) and writes one JSONL line per interaction and metric with `"label": null` for a
-person to fill in; the filled file is a labels file for calibrate and for
-`agent.trust.offline.ppi_summary`. With --from-results-topic it exports what the running agents
-marked on the Kafka results topic.
+label-queue draws interactions for labelling exactly as the running agent does (same hash, same
+weights) and writes one JSONL line per interaction, with its `scores` and `"labels": {metric: null}`
+for a person to fill in (and its documents once, with the judge's verdicts, when the results carry
+them); the filled file is a labels file for calibrate and for `agent.trust.offline.ppi_summary`.
+With --from-results-topic it exports what the running agents marked on the Kafka results topic;
+with --results-file, what they marked in a local results file (`results_file`, rotated files
+included), or with --fraction a draw among all its results.
 """
 
 from __future__ import annotations
@@ -63,6 +66,10 @@ def add_commands(commands: Any) -> None:
     queue.add_argument(
         "--from-results-topic", action="store_true",
         help="read what the agents marked on the Kafka results topic (results_topic, kafka_* settings)",
+    )  # fmt: skip
+    queue.add_argument(
+        "--results-file", type=Path, metavar="FILE",
+        help="read the agent's local results file (results_file) and its rotated files",
     )  # fmt: skip
     queue.add_argument("--config", metavar="FILE", help="YAML settings file, for --from-results-topic")
     queue.add_argument("--set", metavar="NAME=VALUE", action="append", default=[], help="override a setting")
@@ -249,8 +256,13 @@ def label_queue_command(args: argparse.Namespace) -> int:
 
     if args.from_results_topic:
         return _queue_from_topic(args)
+    if args.results_file is not None:
+        return _queue_from_file(args)
     if args.results is None or args.fraction is None:
-        print("ragpulse label-queue: give RESULTS and --fraction, or --from-results-topic", file=sys.stderr)
+        print(
+            "ragpulse label-queue: give RESULTS and --fraction, --results-file FILE, or --from-results-topic",
+            file=sys.stderr,
+        )
         return 2
 
     try:
@@ -274,21 +286,20 @@ def label_queue_command(args: argparse.Namespace) -> int:
             request = sampler.decide_scores(identifier, scores)
             if not request.requested:
                 continue
+            defined = {metric: score for metric, score in sorted(scores.items()) if score is not None}
+            if not defined:
+                continue
             drawn += 1
-            for metric, score in sorted(scores.items()):
-                if score is None:
-                    continue
-                row: dict[str, Any] = {
-                    "interaction_id": identifier,
-                    "metric": metric,
-                    "score": score,
-                    "weight": round(request.weight, 6),
-                    "reason": request.reason,
-                    "label": None,
-                }
-                row.update({k: v for k, v in texts.get(identifier, {}).items() if v is not None})
-                out.write(json.dumps(row, ensure_ascii=False) + "\n")
-                lines += 1
+            row: dict[str, Any] = {
+                "interaction_id": identifier,
+                "scores": defined,
+                "labels": dict.fromkeys(defined),
+                "weight": round(request.weight, 6),
+                "reason": request.reason,
+            }
+            row.update({k: v for k, v in texts.get(identifier, {}).items() if v is not None})
+            out.write(json.dumps(row, ensure_ascii=False) + "\n")
+            lines += 1
     finally:
         if args.out:
             out.close()
@@ -297,6 +308,53 @@ def label_queue_command(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 0
+
+
+def _queue_from_file(args: argparse.Namespace) -> int:
+    """What the agent marked in its local results file; with --fraction, a draw among all of it."""
+    from agent.trust.label_sampling import LabelSampler
+    from agent.trust.topic import read_results_file
+
+    try:
+        sampler = (
+            None if args.fraction is None else LabelSampler(args.fraction, args.oversample, tuple(args.band))
+        )
+    except ValueError as exc:
+        print(f"ragpulse label-queue: {exc}", file=sys.stderr)
+        return 2
+    try:
+        rows, read, problems = read_results_file(args.results_file, marked_only=sampler is None)
+    except OSError as exc:
+        print(f"ragpulse label-queue: cannot read {exc.filename}: {exc.strerror}", file=sys.stderr)
+        return 2
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    if sampler is not None:
+        drawn = []
+        for row in rows:
+            request = sampler.decide_scores(row["interaction_id"], row["scores"])
+            if request.requested:
+                drawn.append({**row, "weight": round(request.weight, 6), "reason": request.reason})
+        rows = drawn
+    _write_rows(rows, args.out)
+    print(f"label-queue: {len(rows)} of {read} results to label from {args.results_file}", file=sys.stderr)
+    if not rows and sampler is None and read:
+        print(
+            "label-queue: no result was marked for labelling (label_sample_rate is 0 on the agent); "
+            "give --fraction F to draw among them",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def _write_rows(rows: list[dict[str, Any]], path: Path | None) -> None:
+    out = path.open("w", encoding="utf-8") if path else sys.stdout
+    try:
+        for row in rows:
+            out.write(json.dumps(row, ensure_ascii=False) + "\n")
+    finally:
+        if path:
+            out.close()
 
 
 def _queue_from_topic(args: argparse.Namespace) -> int:
@@ -327,13 +385,7 @@ def _queue_from_topic(args: argparse.Namespace) -> int:
     except Exception as exc:  # the broker is unreachable or the topic unknown: say so, no traceback
         print(f"ragpulse label-queue: cannot read {topic}: {exc}", file=sys.stderr)
         return 1
-    out = args.out.open("w", encoding="utf-8") if args.out else sys.stdout
-    try:
-        for row in rows:
-            out.write(json.dumps(row, ensure_ascii=False) + "\n")
-    finally:
-        if args.out:
-            out.close()
+    _write_rows(rows, args.out)
     drawn = len({row["interaction_id"] for row in rows})
     print(
         f"label-queue: {drawn} of {read} results were marked for labelling ({len(rows)} lines)",

@@ -9,7 +9,6 @@ endpoint (a Collector, or a ragpulse elsewhere).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import time
@@ -20,10 +19,10 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from agent.config import Settings
-from agent.demo.recorder import Recorder
 from agent.demo.state import DemoState
 from agent.demo.traffic import Phase, Schedule, SpanEmitter, TrafficModel
 from agent.infra.stopping import stop_on_signals
+from agent.scoreboard import Scoreboard
 from agent.telemetry import DemoTelemetry
 
 log = logging.getLogger(__name__)
@@ -121,13 +120,9 @@ def run_demo(settings: Settings, *, duration: float | None, regress_after: float
     console = Console(soft_wrap=True)
     use_live = console.is_terminal if live is None else live
     if use_live:
-        # Log lines (drift alarms, warnings) print above the live view instead of tearing it.
-        from rich.logging import RichHandler
+        from agent.report.live import log_above
 
-        root = logging.getLogger()
-        level = root.level
-        root.handlers[:] = [RichHandler(console=console, show_path=False)]
-        root.setLevel(level)
+        log_above(console)
     started = time.monotonic()
     if regress_after is None and duration is not None:
         regress_after = round(duration * 0.4, 1)
@@ -138,7 +133,7 @@ def run_demo(settings: Settings, *, duration: float | None, regress_after: float
     schedule = Schedule(regress_after, missing_after)
     registry = CollectorRegistry()
     demo_telemetry = DemoTelemetry(registry)
-    recorder = Recorder(started)
+    recorder = Scoreboard(started)
     agent = build_agent(settings, registry, observers=[recorder])
     state = DemoState(registry, recorder, schedule, duration, settings.judge.model)
 
@@ -203,16 +198,9 @@ def summary_line(state: DemoState) -> str:
 
 async def _view(state: DemoState, console: Any, live: bool, stop: asyncio.Event) -> None:
     from agent.demo.live import LiveView, PlainView
+    from agent.report.live import show
 
-    view = LiveView(state, console) if live else PlainView(state, console)
-    with view:
-        while not stop.is_set():
-            state.poll_drift()
-            view.refresh()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), 0.5)
-        state.poll_drift()
-        view.refresh()
+    await show(LiveView(state, console) if live else PlainView(state, console), stop)
 
 
 def demo_data(state: DemoState) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """The durable results exporters of the `results` settings section: each evaluated interaction to
 a Kafka topic (agent/exporters/kafka_results.py) and/or as OTLP to a trace backend
-(agent/exporters/otlp_results.py). Neither is built unless configured."""
+(agent/exporters/otlp_results.py) and/or to a local JSONL file (agent/exporters/results_file.py).
+None is built unless configured."""
 
 from __future__ import annotations
 
@@ -24,6 +25,20 @@ def build(
     """`kafka_connection`: the kafka-python options of the brokers (agent/sources/kafka.py);
     `documents_key`: names documents on the results as ragpulse_document_verdicts does."""
     exporters: list[Exporter] = []
+    if section.file:
+        from pathlib import Path
+
+        from agent.exporters.results_file import ResultsFileExporter
+
+        exporters.append(
+            ResultsFileExporter(
+                Path(section.file),
+                max_bytes=section.file_max_bytes,
+                keep=section.file_keep,
+                include_text=section.include_text,
+                documents_key=documents_key,
+            )
+        )
     if section.topic:
         # Imported here: only a configured results topic loads the Kafka client.
         from agent.exporters.kafka_results import KafkaResultsExporter

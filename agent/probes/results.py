@@ -54,7 +54,7 @@ class ProbeResults:
 
     # -- Observer (the probe route's) --------------------------------------------------------------
 
-    def on_spans(self, spans: Sequence[Span]) -> None:
+    def on_spans(self, spans: Sequence[Span], source: str = "") -> None:
         """Not observed."""
 
     def on_assembly(self, assembly: Assembly) -> None:

@@ -172,7 +172,7 @@ class PpiAggregator:
 
     # -- Labels -----------------------------------------------------------------------------------
 
-    def on_spans(self, spans: Sequence[Span]) -> None:
+    def on_spans(self, spans: Sequence[Span], source: str = "") -> None:
         """Observer: read human labels from annotation spans as they arrive."""
         for span in spans:
             if not carries_labels(span):

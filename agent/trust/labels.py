@@ -5,10 +5,12 @@ A label says what a person judged one interaction to be on one metric: 1 (faithf
 skipped; it never stops the rest.
 
 File lines (JSONL): `{"interaction_id": "<trace>:<span>" | "id": "<eval input id>", "metric":
-"faithfulness", "label": 1}`. `label` may be a number in [0, 1], true/false, or one of the words in
-`POSITIVE_WORDS` / `NEGATIVE_WORDS`; `null` means "not labelled yet" (a label-queue line nobody has
-filled in). Optional: `weight` (the sampling weight 1/π written by `ragpulse label-queue`) and
-`score` (the judge's score, so a filled-in queue can be calibrated without a results file).
+"faithfulness", "label": 1}`, or one line per interaction with `"labels": {"faithfulness": 1, ...}`
+and `"scores": {...}` by metric (what `ragpulse label-queue` writes). `label` may be a number in
+[0, 1], true/false, or one of the words in `POSITIVE_WORDS` / `NEGATIVE_WORDS`; `null` means "not
+labelled yet" (a label-queue line nobody has filled in). Optional: `weight` (the sampling weight
+1/π written by `ragpulse label-queue`) and `score` (the judge's score, so a filled-in queue can be
+calibrated without a results file).
 
 Stream (OpenInference annotations, spec/annotations.md of Arize-ai/openinference): a span
 attribute group `annotations.<i>.annotation.*` or `evaluations.<i>.evaluation.*` (span scope), or
@@ -139,6 +141,32 @@ def parse_label_line(text: str, source: str) -> Label | None:
     )
 
 
+def parse_label_lines(text: str, source: str) -> tuple[list[Label], int]:
+    """One JSONL line of either shape: one metric (`metric`, `label`, `score`), or one interaction
+    (`labels` and `scores` by metric, as `ragpulse label-queue` writes); (labels, metrics not
+    labelled yet). ValueError when the line is bad."""
+    try:
+        row = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not JSON ({exc.msg})") from None
+    if not isinstance(row, dict) or not isinstance(row.get("labels"), dict):
+        label = parse_label_line(text, source)
+        return ([], 1) if label is None else ([label], 0)
+    found = row.get("scores")
+    scores: dict[str, object] = found if isinstance(found, dict) else {}
+    labels: list[Label] = []
+    unlabelled = 0
+    for metric, raw in row["labels"].items():
+        single = {k: v for k, v in row.items() if k not in ("labels", "scores")}
+        single.update(metric=metric, label=raw, score=scores.get(metric))
+        label = parse_label_line(json.dumps(single), source)
+        if label is None:
+            unlabelled += 1
+        else:
+            labels.append(label)
+    return labels, unlabelled
+
+
 def read_label_file(path: Path) -> LabelFile:
     """Every label of a JSONL file; bad lines are reported by number and skipped."""
     labels: list[Label] = []
@@ -149,14 +177,12 @@ def read_label_file(path: Path) -> LabelFile:
             if not text.strip():
                 continue
             try:
-                label = parse_label_line(text, f"file:{path.name}:{number}")
+                found, waiting = parse_label_lines(text, f"file:{path.name}:{number}")
             except ValueError as exc:
                 problems.append(LineProblem(number, str(exc)))
                 continue
-            if label is None:
-                unlabelled += 1
-            else:
-                labels.append(label)
+            labels.extend(found)
+            unlabelled += waiting
     return LabelFile(tuple(labels), tuple(problems), unlabelled)
 
 

@@ -22,7 +22,8 @@ from agent.trust.ppi import Estimate, judge_mean, moments, ppi_mean
 NOT_METRICS = frozenset(
     {"id", "interaction_id", "metric", "score", "label", "weight", "service", "route", "reason", "line",
      "label_requested", "label_weight", "query", "question", "response", "answer", "contexts",
-     "reference", "ground_truth", "user_input", "retrieved_contexts"}
+     "reference", "ground_truth", "user_input", "retrieved_contexts", "scores", "labels", "documents",
+     "trace_id"}
 )  # fmt: skip
 
 
@@ -54,6 +55,10 @@ def score_rows(rows: Iterable[Mapping[str, Any]]) -> ScoreTable:
             problems.append(LineProblem(number, "no id"))
             continue
         entry = table.setdefault(str(identifier), {})
+        if isinstance(row.get("scores"), dict):  # a label-queue line: scores by metric
+            for metric, score in row["scores"].items():
+                entry[str(metric)] = float(score) if _number(score) else None
+            continue
         if isinstance(row.get("metric"), str) and "score" in row:
             score = row["score"]
             entry[row["metric"]] = float(score) if _number(score) else None

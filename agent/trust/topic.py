@@ -1,4 +1,5 @@
-"""Read the results topic for the interactions agents marked for labelling (`ragpulse label-queue`).
+"""Read results (the Kafka results topic, or a local results file) for the interactions agents
+marked for labelling (`ragpulse label-queue`).
 
 Each result is an OTLP `ragpulse.evaluation` span (agent/exporters/kafka_results.py); marked ones
 carry `ragpulse.label.requested`, `ragpulse.label.weight` and `ragpulse.label.reason`, and one
@@ -10,9 +11,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from agent.trust.label_sampling import REASON_ATTRIBUTE, REQUESTED_ATTRIBUTE, WEIGHT_ATTRIBUTE
+
+_DOCUMENTS = "ragpulse.documents."
 
 
 def _value(any_value: Any) -> Any:
@@ -20,11 +24,13 @@ def _value(any_value: Any) -> Any:
     return getattr(any_value, kind) if kind else None
 
 
-def marked_rows(message: bytes) -> tuple[list[dict[str, Any]], int]:
-    """Queue lines for the marked results in one message, and how many results it held."""
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+def result_rows(request: Any, *, marked_only: bool = True) -> tuple[list[dict[str, Any]], int]:
+    """One queue line per result in `request` (an ExportTraceServiceRequest of result spans), only
+    the marked ones when `marked_only`; and how many results it held.
 
-    request = ExportTraceServiceRequest.FromString(message)
+    A line holds the interaction once: its ids, service and route, `scores` and `labels` (null,
+    for a person to fill in) by metric, the text when the results carry it, and its documents in
+    rank order with the judge's verdicts on each (`useful`, `relevant`)."""
     rows: list[dict[str, Any]] = []
     results = 0
     for resource_spans in request.resource_spans:
@@ -32,29 +38,93 @@ def marked_rows(message: bytes) -> tuple[list[dict[str, Any]], int]:
             for span in scope_spans.spans:
                 results += 1
                 attributes = {kv.key: _value(kv.value) for kv in span.attributes}
-                if attributes.get(REQUESTED_ATTRIBUTE) is not True:
+                marked = attributes.get(REQUESTED_ATTRIBUTE) is True
+                if marked_only and not marked:
                     continue
                 scores = {
                     key[len("evaluations.") : -len(".score")]: value
-                    for key, value in attributes.items()
+                    for key, value in sorted(attributes.items())
                     if key.startswith("evaluations.") and key.endswith(".score")
                 }
-                for metric, score in sorted(scores.items()):
-                    row = {
-                        "interaction_id": attributes.get("ragpulse.interaction.id"),
-                        "service": attributes.get("ragpulse.service"),
-                        "route": attributes.get("ragpulse.route"),
-                        "metric": metric,
-                        "score": score,
-                        "weight": attributes.get(WEIGHT_ATTRIBUTE, 1.0),
-                        "reason": attributes.get(REASON_ATTRIBUTE),
-                        "label": None,
-                    }
-                    for key, name in (("input.value", "query"), ("output.value", "response")):
-                        if key in attributes:
-                            row[name] = attributes[key]
-                    rows.append(row)
+                if not scores:
+                    continue
+                row: dict[str, Any] = {
+                    "interaction_id": attributes.get("ragpulse.interaction.id"),
+                    "trace_id": span.trace_id.hex(),
+                    "service": attributes.get("ragpulse.service"),
+                    "route": attributes.get("ragpulse.route"),
+                    "scores": scores,
+                    "labels": dict.fromkeys(scores),
+                }
+                if marked:
+                    row["weight"] = attributes.get(WEIGHT_ATTRIBUTE, 1.0)
+                    row["reason"] = attributes.get(REASON_ATTRIBUTE)
+                for key, name in (("input.value", "query"), ("output.value", "response")):
+                    if key in attributes:
+                        row[name] = attributes[key]
+                documents = _documents(attributes)
+                if documents:
+                    row["documents"] = documents
+                rows.append(row)
     return rows, results
+
+
+def _documents(attributes: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """`ragpulse.documents.<N>.*` back into one object per document, in rank order."""
+    found: dict[int, dict[str, Any]] = {}
+    for key, value in attributes.items():
+        if not key.startswith(_DOCUMENTS):
+            continue
+        number, _, field = key[len(_DOCUMENTS) :].partition(".")
+        if number.isdigit() and field:
+            found.setdefault(int(number), {})[field] = value
+    return [found[n] for n in sorted(found)]
+
+
+def marked_rows(message: bytes) -> tuple[list[dict[str, Any]], int]:
+    """Queue lines for the marked results in one message, and how many results it held."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    return result_rows(ExportTraceServiceRequest.FromString(message))
+
+
+def results_files(path: Path) -> list[Path]:
+    """`path` and its rotated files (agent/exporters/results_file.py), oldest first."""
+    rotated = []
+    for candidate in path.parent.glob(f"{path.name}.*"):
+        suffix = candidate.name[len(path.name) + 1 :]
+        if suffix.isdigit():
+            rotated.append((int(suffix), candidate))
+    return [p for _, p in sorted(rotated, reverse=True)] + ([path] if path.exists() else [])
+
+
+def read_results_file(path: Path, *, marked_only: bool) -> tuple[list[dict[str, Any]], int, list[str]]:
+    """Queue lines from a results file and its rotated files (OTLP/JSON lines): (rows, results read,
+    problems by file and line). Raises FileNotFoundError when there is none of them."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    from agent.infra.otlp_json import from_line
+
+    files = results_files(path)
+    if not files:
+        raise FileNotFoundError(2, "No such file or directory", str(path))
+    rows: list[dict[str, Any]] = []
+    read = 0
+    problems: list[str] = []
+    for file in files:
+        with file.open(encoding="utf-8", errors="replace") as lines:
+            for number, text in enumerate(lines, start=1):
+                if not text.strip():
+                    continue
+                try:
+                    request = from_line(text, ExportTraceServiceRequest())
+                except Exception as exc:  # a torn last line or a foreign file: say where, go on
+                    problems.append(f"{file}: line {number}: not an OTLP/JSON result ({type(exc).__name__})")
+                    continue
+                found, results = result_rows(request, marked_only=marked_only)
+                rows.extend(found)
+                read += results
+    return rows, read, problems
 
 
 def read_marked(

@@ -286,6 +286,7 @@ def test_every_command_reports_a_missing_file_without_a_traceback(tmp_path: Path
         ("eval", missing),
         ("calibrate", missing),
         ("label-queue", missing, "--fraction", "0.1"),
+        ("label-queue", "--results-file", missing),
         ("validate-config", "--config", missing),
         ("run", "--config", missing),
         ("demo", "--config", missing),

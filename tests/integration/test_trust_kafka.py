@@ -46,20 +46,16 @@ def test_results_topic_marks_the_interactions_drawn_for_labels(broker: Broker, t
     assert marked == {i for i in marked | unmarked if label_fraction(i) < 0.5}
     assert 0 < len(marked) < 16
     assert scraped.total("ragpulse_label_requests_total") == len(marked)
-    # label-queue exports exactly the marked interactions, one line per metric, ready to fill in.
+    # label-queue exports exactly the marked interactions, one line per interaction, ready to fill in.
     assert code == 0
     rows = [json.loads(line) for line in queue.read_text().splitlines()]
-    assert {row["interaction_id"] for row in rows} == marked
-    assert len(rows) == 4 * len(marked)
+    assert sorted(row["interaction_id"] for row in rows) == sorted(marked)
+    metrics = ["answer_relevancy", "context_precision", "context_relevancy", "faithfulness"]
     assert all(
-        row["label"] is None and row["weight"] == 2.0 and row["service"] == "kafka-app" for row in rows
-    )
-    assert {row["metric"] for row in rows} == {
-        "context_precision",
-        "context_relevancy",
-        "faithfulness",
-        "answer_relevancy",
-    }
+        row["labels"] == dict.fromkeys(metrics) and sorted(row["scores"]) == metrics
+        and row["weight"] == 2.0 and row["service"] == "kafka-app"
+        for row in rows
+    )  # fmt: skip
 
 
 def marks(messages: list[bytes]) -> tuple[set[str], set[str]]:

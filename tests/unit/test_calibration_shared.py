@@ -126,10 +126,12 @@ def test_label_queue_then_calibrate_from_the_filled_queue(tmp_path: Path) -> Non
     queue = tmp_path / "queue.jsonl"
     assert main(["label-queue", str(results), "--fraction", "0.5", "--out", str(queue)]) == 0
     rows = [json.loads(line) for line in queue.read_text().splitlines()]
-    assert 40 <= len(rows) <= 80 and all(r["label"] is None and r["weight"] == 2.0 for r in rows)
+    # One line per interaction, its metrics' labels to fill in.
+    assert 40 <= len(rows) <= 80 and all(r["weight"] == 2.0 for r in rows)
+    assert all(r["labels"] == {"faithfulness": None} and "faithfulness" in r["scores"] for r in rows)
     truth = {json.loads(line)["id"]: json.loads(line)["label"] for line in labels.read_text().splitlines()}
     for row in rows:  # the "human" fills in the queue
-        row["label"] = truth[row["interaction_id"]]
+        row["labels"]["faithfulness"] = truth[row["interaction_id"]]
     queue.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = tmp_path / "out"
     assert main(["calibrate", str(queue), "--out", str(out), "--method", "platt", "--bootstrap", "50"]) == 0

@@ -12,7 +12,6 @@ from prometheus_client import CollectorRegistry
 from rich.console import Console
 
 from agent.demo.live import LiveView, PlainView, sparkline
-from agent.demo.recorder import Recorder
 from agent.demo.run import demo_data, demo_settings
 from agent.demo.state import DemoState
 from agent.demo.traffic import Phase, Schedule, TrafficModel
@@ -20,6 +19,7 @@ from agent.exporters.otlp_results import traces_url
 from agent.judges.local import LexicalJudge
 from agent.metrics import STREAMING_METRICS
 from agent.model import Chunk, MetricResult, RagInteraction
+from agent.scoreboard import Scoreboard
 from tests.support.pipeline import evaluated
 
 
@@ -83,22 +83,31 @@ def test_demo_drift_settings_do_not_override_the_users() -> None:
 
 
 def test_views_render_state() -> None:
-    recorder = Recorder(time.monotonic() - 5)
+    recorder = Scoreboard(time.monotonic() - 5)
     model = TrafficModel(seed=2)
     for n in range(20):
         interaction = _interaction(n, Phase.HEALTHY, model)
         results = [MetricResult.ok("faithfulness", 0.5 + n / 40, judge="lexical")]
         asyncio.run(recorder.export(evaluated(interaction, results)))
+    worst = _interaction(20, Phase.HEALTHY, model)
+    worst_results = [
+        MetricResult.ok("faithfulness", 0.1, judge="lexical"),
+        MetricResult.ok("context_precision", 0.2, judge="lexical", chunk_verdicts=(True, False, False)),
+    ]
+    asyncio.run(recorder.export(evaluated(worst, worst_results)))
     state = DemoState(CollectorRegistry(), recorder, Schedule(30.0), 60.0, "lexical")
     buffer = io.StringIO()
     console = Console(file=buffer, force_terminal=True, width=140)
     with LiveView(state, console) as view:
         view.refresh()
     assert "faithfulness" in buffer.getvalue() and "lowest-scored" in buffer.getvalue()
+    # The lowest-scored interaction is listed with its trace id and the verdicts behind its score.
+    assert worst.trace_id in buffer.getvalue() and "#2 #3 not useful" in buffer.getvalue()
     plain = io.StringIO()
     with PlainView(state, Console(file=plain, width=80)) as view:
         view.refresh()
     assert "faithfulness=" in plain.getvalue() and "\x1b[" not in plain.getvalue()
+    assert f"low score: trace_id={worst.trace_id}" in plain.getvalue()
     data = demo_data(state)
     assert data["first_score_seconds"] is not None and data["timeline"]["faithfulness"]
     assert sparkline([0.0, 0.5, 1.0, None]) == "▁▅█ "

@@ -72,6 +72,7 @@ SECTION_OWNERS = {
     "DriftSettings": ("agent.drift", "agent.exporters.drift", "agent.signals"),
     "DocumentsSettings": ("agent.exporters.documents",),
     "SignalsSettings": ("agent.signals",),
+    "ActivitySettings": ("agent.activity",),
     "AlertSettings": (),
     "TrustSettings": ("agent.trust.aggregator",),
     "SecuritySettings": ("agent.redact",),

@@ -31,7 +31,7 @@ class Watcher:
         self.log = log
         self.evaluated: list[Evaluated] = []
 
-    def on_spans(self, spans: Sequence[Span]) -> None:
+    def on_spans(self, spans: Sequence[Span], source: str = "") -> None:
         self.log.append(f"{self.name}.spans:{len(spans)}")
 
     def on_assembly(self, assembly: Assembly) -> None:
@@ -212,7 +212,7 @@ def test_build_agent_lists_its_components_in_start_order() -> None:
         "MetricsServer", "Dependencies", "RedisConnection", "BudgetController",
     ]  # fmt: skip
     production = plain.pipeline._routes["production"]
-    assert [type(o).__name__ for o in production.observers] == ["SignalRecorder"]
+    assert [type(o).__name__ for o in production.observers] == ["Activity", "SignalRecorder"]
     assert [type(o).__name__ for o in plain.pipeline._routes["probes"].observers] == ["ProbeResults"]
 
 
