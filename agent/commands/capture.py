@@ -31,7 +31,7 @@ def register(
     parser = with_settings(
         commands.add_parser(
             "capture",
-            help="the lowest-scored interactions as eval items; --add-to merges labelled ones into a golden set",
+            help="lowest-scored interactions as eval items; --add-to merges labelled ones into a golden set",
             description="Read the results (results_file, or results_topic with --from-results-topic), "
             "pick the lowest-scored interactions per service and route, and write them as eval "
             "items for a person to label (reference, relevant_ids) — or, with --add-to GOLDEN, merge "
@@ -40,19 +40,31 @@ def register(
     )
     parser.add_argument("labelled", nargs="?", metavar="LABELLED", help="labelled items, with --add-to")
     parser.add_argument("--add-to", metavar="GOLDEN", help="merge LABELLED into this golden set (JSONL)")
-    parser.add_argument("--results-file", metavar="FILE", help="the agent's results file (default results_file)")
+    parser.add_argument(
+        "--results-file", metavar="FILE", help="the agent's results file (default results_file)"
+    )
     parser.add_argument(
         "--from-results-topic", action="store_true", help="read the Kafka results topic (results_topic)"
     )
-    parser.add_argument("--wait", type=float, default=30.0, metavar="S", help="give up reading the topic after S")
+    parser.add_argument(
+        "--wait", type=float, default=30.0, metavar="S", help="give up reading the topic after S"
+    )
     parser.add_argument(
         "--below", action="append", default=[], metavar="METRIC=VALUE",
         help="capture interactions with a score below VALUE on METRIC (repeatable: any of them)",
     )  # fmt: skip
-    parser.add_argument("--worst", type=int, metavar="N", help="the N lowest-scored per service, route (and window)")
-    parser.add_argument("--window", metavar="LENGTH", help="with --worst: per window of the records' time, e.g. 1h")
     parser.add_argument(
-        "--metric", action="append", default=[], metavar="METRIC", help="rank by these metrics only (repeatable)"
+        "--worst", type=int, metavar="N", help="the N lowest-scored per service, route (and window)"
+    )
+    parser.add_argument(
+        "--window", metavar="LENGTH", help="with --worst: per window of the records' time, e.g. 1h"
+    )
+    parser.add_argument(
+        "--metric",
+        action="append",
+        default=[],
+        metavar="METRIC",
+        help="rank by these metrics only (repeatable)",
     )
     parser.add_argument("--out", metavar="FILE", help="captured items JSONL (default: stdout)")
     parser.set_defaults(handler=_main)
@@ -120,7 +132,11 @@ def capture(args: argparse.Namespace, settings: Settings) -> int:
     selection = _selection(args)
     try:
         results, source = _results(args, settings)
-    except RuntimeError as exc:  # the topic is unknown or its end not reached: say so, no traceback
+    except ConfigError:
+        raise
+    except Exception as exc:  # the broker is unreachable or the topic unknown: say so, no traceback
+        if not args.from_results_topic:
+            raise
         print(f"ragpulse capture: cannot read {settings.results.topic}: {exc}", file=sys.stderr)
         return 1
     picked = select(results, selection)
@@ -171,14 +187,19 @@ def add_to(golden: Path, labelled: Path) -> int:
         incoming = _jsonl(labelled)
         existing = _jsonl(golden) if golden.exists() else []
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"capture --add-to: cannot read {getattr(exc, 'filename', None) or labelled}: {exc}") from None
+        raise ConfigError(
+            f"capture --add-to: cannot read {getattr(exc, 'filename', None) or labelled}: {exc}"
+        ) from None
     for number, row in existing:
         # Rewriting a golden set we cannot read whole would lose its lines: refuse instead.
         if not isinstance(row, dict):
             raise ConfigError(f"capture --add-to: {golden} line {number} is not a JSON object; fix it first")
+    for number, row in incoming:
+        if isinstance(row, json.JSONDecodeError):
+            print(f"{labelled}: line {number}: not JSON ({row.msg})", file=sys.stderr)
     result = merge(
         [row for _, row in existing],
-        [(n, None if isinstance(row, json.JSONDecodeError) else row) for n, row in incoming],
+        [(n, row) for n, row in incoming if not isinstance(row, json.JSONDecodeError)],
     )
     for problem in result.problems:
         print(f"{labelled}: {problem}", file=sys.stderr)
@@ -198,16 +219,18 @@ def add_to(golden: Path, labelled: Path) -> int:
 def _replace(path: Path, rows: Iterable[dict[str, Any]]) -> None:
     """Write `rows` to a new file beside `path`, flushed to disk, then rename it over `path`."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle = tempfile.NamedTemporaryFile(
-        "w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False
-    )
+    written: str | None = None
     try:
-        with handle:
+        with tempfile.NamedTemporaryFile(
+            "w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False
+        ) as handle:
+            written = handle.name
             for row in rows:
                 handle.write(json.dumps(row, ensure_ascii=False) + "\n")
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(handle.name, path)
+        os.replace(written, path)
     except BaseException:
-        Path(handle.name).unlink(missing_ok=True)
+        if written is not None:
+            Path(written).unlink(missing_ok=True)
         raise

@@ -45,8 +45,14 @@ def traffic() -> tuple[list[ReadableSpan], dict[str, str]]:
         if service == "checkout":
             chunks, response, kind = [USEFUL.format(f"bad.{k}") for k in range(3)], BAD_ANSWER, "answer"
         else:
-            chunks, response, kind = [USELESS.format(f"bad.{k}") for k in range(3)], PARIS_RESPONSE, "retrieval"
-        openinference_single_span(tracer, query=f"Capital of France? ({service}, bad)", chunks=chunks, response=response)
+            chunks, response, kind = (
+                [USELESS.format(f"bad.{k}") for k in range(3)],
+                PARIS_RESPONSE,
+                "retrieval",
+            )
+        openinference_single_span(
+            tracer, query=f"Capital of France? ({service}, bad)", chunks=chunks, response=response
+        )
         finished = list(memory.get_finished_spans())
         last = finished[-1]
         bad[kind] = f"{format(last.get_span_context().trace_id, '032x')}:{hexid(last)}"
@@ -64,7 +70,9 @@ def lines(path: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def test_capture_label_and_merge_from_the_results_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_capture_label_and_merge_from_the_results_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     results = tmp_path / "results.jsonl"
     agent = AgentProcess(
         env={"RAGPULSE_METRICS": METRICS, "RAGPULSE_RESULTS_FILE": str(results),
@@ -91,7 +99,11 @@ def test_capture_label_and_merge_from_the_results_file(tmp_path: Path, capsys: p
     rows = {row["id"]: row for row in lines(captured)}
     assert sorted(rows) == sorted(bad.values())
     answer, retrieval = rows[bad["answer"]], rows[bad["retrieval"]]
-    assert (answer["service"], answer["route"], answer["failing"]) == ("checkout", "rag.query", ["faithfulness"])
+    assert (answer["service"], answer["route"], answer["failing"]) == (
+        "checkout",
+        "rag.query",
+        ["faithfulness"],
+    )
     assert answer["scores"] == {"context_precision": 1.0, "faithfulness": 0.0}
     assert answer["question"] == "Capital of France? (checkout, bad)" and answer["response"] == BAD_ANSWER
     assert (retrieval["service"], retrieval["failing"]) == ("search", ["context_precision"])
@@ -104,7 +116,12 @@ def test_capture_label_and_merge_from_the_results_file(tmp_path: Path, capsys: p
 
     # The worst one per service and route (one window): the same two.
     worst = tmp_path / "worst.jsonl"
-    assert main(["capture", "--results-file", str(results), "--worst", "1", "--window", "1h", "--out", str(worst)]) == 0
+    assert (
+        main(
+            ["capture", "--results-file", str(results), "--worst", "1", "--window", "1h", "--out", str(worst)]
+        )
+        == 0
+    )
     assert sorted(row["id"] for row in lines(worst)) == sorted(bad.values())
 
     # label-queue reads the captured items as results and as its --inputs: one line each, to label.
@@ -120,10 +137,14 @@ def test_capture_label_and_merge_from_the_results_file(tmp_path: Path, capsys: p
 
     # A person writes the reference of one; the other is not labelled yet.
     labelled = tmp_path / "labelled.jsonl"
-    filled = [{**row, "reference": "Paris."} if row["id"] == bad["answer"] else row for row in lines(captured)]
+    filled = [
+        {**row, "reference": "Paris."} if row["id"] == bad["answer"] else row for row in lines(captured)
+    ]
     labelled.write_text("".join(json.dumps(row) + "\n" for row in filled))
     golden = tmp_path / "golden.jsonl"
-    golden.write_text(json.dumps({"id": "hours", "question": "Opening hours?", "reference": "9 to 5."}) + "\n")
+    golden.write_text(
+        json.dumps({"id": "hours", "question": "Opening hours?", "reference": "9 to 5."}) + "\n"
+    )
     capsys.readouterr()
     assert main(["capture", "--add-to", str(golden), str(labelled)]) == 0
     assert "1 added, 0 updated, 0 unchanged; 1 not labelled yet" in capsys.readouterr().err
@@ -131,7 +152,9 @@ def test_capture_label_and_merge_from_the_results_file(tmp_path: Path, capsys: p
     merged = lines(golden)
     assert [row["id"] for row in merged] == ["hours", bad["answer"]]
     assert merged[1]["reference"] == "Paris." and "response" not in merged[1]
-    assert merged[1]["captured"]["response"] == BAD_ANSWER and merged[1]["captured"]["failing"] == ["faithfulness"]
+    assert merged[1]["captured"]["response"] == BAD_ANSWER and merged[1]["captured"]["failing"] == [
+        "faithfulness"
+    ]
 
     # Idempotent: the same file again leaves the golden set as it was.
     assert main(["capture", "--add-to", str(golden), str(labelled)]) == 0

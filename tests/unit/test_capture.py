@@ -74,7 +74,12 @@ def test_a_result_span_reads_back_with_its_scores_verdicts_text_and_time() -> No
     assert row["time"] == "2027-01-15T08:00:00+00:00"
     # It is an eval item as `ragpulse eval` reads it.
     item = item_from_row(json.loads(json.dumps(row)), 1)
-    assert (item.id, item.question, item.response, item.reference) == (read.interaction_id, "Capital of France?", "Lyon.", None)
+    assert (item.id, item.question, item.response, item.reference) == (
+        read.interaction_id,
+        "Capital of France?",
+        "Lyon.",
+        None,
+    )
 
     # Without the text (results_include_text off) there is no eval item to write.
     [bare] = scored_results(evaluation_request(interaction, results, now_ns=int(T0 * 1e9)))
@@ -95,7 +100,9 @@ def test_below_thresholds_selects_per_service_and_route_lowest_first() -> None:
     # checkout first (sorted), lowest first within it: 2 (0.1) before 1 (0.2); then search.
     assert ids(both) == [2, 1, 5, 4]
     # With --worst 1 as well: the worst of those below, per service and route.
-    assert ids(select(results, Selection(below={"faithfulness": 0.5, "context_precision": 0.5}, worst=1))) == [2, 5]
+    assert ids(
+        select(results, Selection(below={"faithfulness": 0.5, "context_precision": 0.5}, worst=1))
+    ) == [2, 5]
 
 
 def test_worst_n_per_window_of_the_records_time() -> None:
@@ -107,18 +114,25 @@ def test_worst_n_per_window_of_the_records_time() -> None:
         result(5, at=T0 + HOUR + 6, faithfulness=0.95),
         result(6, route="/other", at=T0 + 15, faithfulness=1.0),
     ]
-    assert ids(select(results, Selection(worst=1, window_seconds=HOUR))) == [6, 2, 4]
-    assert ids(select(results, Selection(worst=2, window_seconds=HOUR))) == [6, 2, 1, 4, 5]
-    assert ids(select(results, Selection(worst=2))) == [6, 2, 1]
+    assert ids(select(results, Selection(worst=1, window_seconds=HOUR))) == [2, 4, 6]
+    assert ids(select(results, Selection(worst=2, window_seconds=HOUR))) == [2, 1, 4, 5, 6]
+    assert ids(select(results, Selection(worst=2))) == [2, 1, 6]
     # Ranked by the lowest score among those considered, then the mean.
-    tied = [result(7, faithfulness=0.3, answer_relevancy=0.9), result(8, faithfulness=0.3, answer_relevancy=0.2)]
+    tied = [
+        result(7, faithfulness=0.3, answer_relevancy=0.9),
+        result(8, faithfulness=0.3, answer_relevancy=0.2),
+    ]
     assert ids(select(tied, Selection(worst=1))) == [8]
     assert ids(select(tied, Selection(worst=1, metrics=("answer_relevancy",)))) == [8]
     assert ids(select(tied, Selection(worst=2, metrics=("faithfulness",)))) == [7, 8]  # tie: by id
 
 
 def test_an_interaction_read_twice_counts_once_with_its_latest_result() -> None:
-    again = [result(1, at=T0, faithfulness=0.1), result(1, at=T0 + 5, faithfulness=0.7), result(2, faithfulness=0.3)]
+    again = [
+        result(1, at=T0, faithfulness=0.1),
+        result(1, at=T0 + 5, faithfulness=0.7),
+        result(2, faithfulness=0.3),
+    ]
     picked = select(again, Selection(worst=5))
     assert ids(picked) == [2, 1] and picked[1].scores == {"faithfulness": 0.7}
 
@@ -151,7 +165,10 @@ def test_merge_adds_labelled_items_once_skips_unlabelled_and_says_what_it_update
     labelled = [(1, captured(1, "Paris.")), (2, captured(2)), (3, {"question": "no id"}), (4, None)]
     first = merge([hand_made], labelled)
     assert first.added == (f"{1:032x}:{1:016x}",) and first.updated == () and first.unlabelled == 1
-    assert first.problems == ("line 3: no id (id, interaction_id or trace_id and span_id)", "line 4: not a JSON object")
+    assert first.problems == (
+        "line 3: no id (id, interaction_id or trace_id and span_id)",
+        "line 4: not a JSON object",
+    )
     assert first.rows[0] == hand_made
     golden = first.rows[1]
     # The test (question, reference) and the production evidence apart from it: no response to score.
@@ -169,7 +186,10 @@ def test_merge_adds_labelled_items_once_skips_unlabelled_and_says_what_it_update
     assert list(again.rows) == json.loads(json.dumps(first.rows))
     # Labelled again with another reference: updated in place, and said so.
     relabelled = merge(list(first.rows), [(1, captured(1, "Paris, on the Seine."))])
-    assert relabelled.updated == (f"{1:032x}:{1:016x}",) and relabelled.rows[1]["reference"] == "Paris, on the Seine."
+    assert (
+        relabelled.updated == (f"{1:032x}:{1:016x}",)
+        and relabelled.rows[1]["reference"] == "Paris, on the Seine."
+    )
     assert len(relabelled.rows) == 2
     # Taken out of the golden set and merged back: the same item.
     assert golden_row(golden, str(golden["id"])) == golden
