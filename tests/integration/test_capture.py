@@ -23,7 +23,7 @@ from tests.support.spans import PARIS_RESPONSE, USEFUL, USELESS, hexid, openinfe
 
 pytestmark = pytest.mark.integration
 
-BAD_ANSWER = "Bananas grow in tropical climates and are rich in potassium."
+BAD_ANSWER = "The capital of France is Lyon."
 METRICS = "context_precision,faithfulness"
 
 
@@ -106,8 +106,9 @@ def test_capture_label_and_merge_from_the_results_file(
     )
     assert answer["scores"] == {"context_precision": 1.0, "faithfulness": 0.0}
     assert answer["question"] == "Capital of France? (checkout, bad)" and answer["response"] == BAD_ANSWER
-    assert (retrieval["service"], retrieval["failing"]) == ("search", ["context_precision"])
-    assert retrieval["scores"]["context_precision"] == 0.0
+    # Bananas for a question about Paris: no useful chunk, and an answer they do not support.
+    assert (retrieval["service"], retrieval["failing"]) == ("search", ["context_precision", "faithfulness"])
+    assert retrieval["scores"] == {"context_precision": 0.0, "faithfulness": 0.0}
     assert [d["useful"] for d in retrieval["documents"]] == [False, False, False]
     assert retrieval["retrieved_ids"] == ["doc-0", "doc-1", "doc-2"]
     for row in rows.values():
@@ -190,7 +191,9 @@ def test_capture_reads_the_kafka_results_topic(broker: Broker, tmp_path: Path) -
     ])  # fmt: skip
     assert code == 0
     rows = {row["id"]: row for row in lines(captured)}
-    # Ranked by faithfulness alone, the worst of checkout is the bad answer; search's are all faithful.
-    assert bad["answer"] in rows and len(rows) == 2
-    assert rows[bad["answer"]]["scores"]["faithfulness"] == 0.0
-    assert {row["service"] for row in rows.values()} == {"checkout", "search"}
+    # Ranked by faithfulness alone, the worst of each service: the bad answer, the bad retrieval.
+    assert sorted(rows) == sorted(bad.values())
+    assert rows[bad["answer"]]["scores"] == {"context_precision": 1.0, "faithfulness": 0.0}
+    assert rows[bad["answer"]]["failing"] == ["faithfulness"]
+    assert rows[bad["retrieval"]]["scores"] == {"context_precision": 0.0, "faithfulness": 0.0}
+    assert rows[bad["answer"]]["question"] == "Capital of France? (checkout, bad)"
