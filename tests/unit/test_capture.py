@@ -195,7 +195,36 @@ def test_merge_adds_labelled_items_once_skips_unlabelled_and_says_what_it_update
     assert golden_row(golden, str(golden["id"])) == golden
 
 
-def test_relevant_ids_alone_label_an_item(tmp_path: Path) -> None:
+def test_relevant_ids_alone_label_an_item() -> None:
     row = {**captured(3), "relevant_ids": ["doc-1"]}
     merged = merge([], [(1, row)])
     assert len(merged.added) == 1 and merged.rows[0]["relevant_ids"] == ["doc-1"]
+
+
+def test_operator_mistakes_are_one_line_naming_the_option(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agent.cli import main
+
+    monkeypatch.delenv("RAGPULSE_RESULTS_FILE", raising=False)
+    results = tmp_path / "results.jsonl"
+    results.write_text("")
+    cases = [
+        (["capture", "--results-file", str(results)], "--below METRIC=VALUE"),
+        (["capture", "--results-file", str(results), "--below", "faithfulness"], "METRIC=NUMBER"),
+        (["capture", "--below", "faithfulness=0.5"], "give --results-file FILE, set results_file"),
+        (["capture", "--results-file", str(tmp_path / "none.jsonl"), "--worst", "1"], "cannot read"),
+        (["capture", "--add-to", str(tmp_path / "golden.jsonl")], "give the LABELLED items file"),
+    ]
+    for argv, expected in cases:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert expected in err and len(err.strip().splitlines()) == 1, err
+    # A golden set that is not all JSON objects is never rewritten (its lines would be lost).
+    golden = tmp_path / "golden.jsonl"
+    golden.write_text('{"id": "a", "question": "q", "reference": "r"}\n[1, 2]\n')
+    labelled = tmp_path / "labelled.jsonl"
+    labelled.write_text(json.dumps(captured(1, "Paris.")) + "\n")
+    assert main(["capture", "--add-to", str(golden), str(labelled)]) == 2
+    assert "line 2 is not a JSON object" in capsys.readouterr().err
+    assert golden.read_text() == '{"id": "a", "question": "q", "reference": "r"}\n[1, 2]\n'
