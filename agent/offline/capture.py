@@ -151,7 +151,7 @@ def select(results: Iterable[ScoredResult], selection: Selection) -> list[Scored
         if not considered:
             continue  # nothing defined to rank it by: not a low score
         if selection.below and not any(
-            considered.get(m, math.inf) < threshold for m, threshold in selection.below.items()
+            result.scores.get(m, math.inf) < threshold for m, threshold in selection.below.items()
         ):
             continue
         candidates.append(result)

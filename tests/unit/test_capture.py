@@ -99,6 +99,9 @@ def test_below_thresholds_selects_per_service_and_route_lowest_first() -> None:
     both = select(results, Selection(below={"faithfulness": 0.5, "context_precision": 0.5}))
     # checkout first (sorted), lowest first within it: 2 (0.1) before 1 (0.2); then search.
     assert ids(both) == [2, 1, 5, 4]
+    # Selected by one metric, ranked by another.
+    ranked = Selection(below={"context_precision": 0.5}, metrics=("faithfulness",))
+    assert ids(select(results, ranked)) == [1]  # 5 has no faithfulness score to rank it by
     # With --worst 1 as well: the worst of those below, per service and route.
     assert ids(
         select(results, Selection(below={"faithfulness": 0.5, "context_precision": 0.5}, worst=1))
