@@ -69,6 +69,7 @@ def _parser() -> argparse.ArgumentParser:
     validate.add_argument("--list", action="store_true", help="list every setting with its env var")
     validate.set_defaults(handler=_validate_command)
     from agent.commands.canary import register as register_canary
+    from agent.commands.capture import register as register_capture
     from agent.commands.demo import register as register_demo
     from agent.commands.eval import register as register_eval
     from agent.commands.probe import register as register_probe
@@ -79,6 +80,7 @@ def _parser() -> argparse.ArgumentParser:
     register_probe(commands, with_settings)
     register_canary(commands, with_settings)
     register_testset(commands, with_settings)
+    register_capture(commands, with_settings)
     # calibrate, label-queue (agent/commands/calibrate.py) read their settings themselves.
     add_trust_commands(commands)
     return parser

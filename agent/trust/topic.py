@@ -10,7 +10,7 @@ offsets seen at start, without a consumer group (nothing is committed).
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,7 @@ def result_rows(request: Any, *, marked_only: bool = True) -> tuple[list[dict[st
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
                 results += 1
-                attributes = {kv.key: _value(kv.value) for kv in span.attributes}
+                attributes = span_attributes(span)
                 marked = attributes.get(REQUESTED_ATTRIBUTE) is True
                 if marked_only and not marked:
                     continue
@@ -62,14 +62,19 @@ def result_rows(request: Any, *, marked_only: bool = True) -> tuple[list[dict[st
                 for key, name in (("input.value", "query"), ("output.value", "response")):
                     if key in attributes:
                         row[name] = attributes[key]
-                documents = _documents(attributes)
+                documents = result_documents(attributes)
                 if documents:
                     row["documents"] = documents
                 rows.append(row)
     return rows, results
 
 
-def _documents(attributes: Mapping[str, Any]) -> list[dict[str, Any]]:
+def span_attributes(span: Any) -> dict[str, Any]:
+    """A result span's attributes as plain Python values."""
+    return {kv.key: _value(kv.value) for kv in span.attributes}
+
+
+def result_documents(attributes: Mapping[str, Any]) -> list[dict[str, Any]]:
     """`ragpulse.documents.<N>.*` back into one object per document, in rank order."""
     found: dict[int, dict[str, Any]] = {}
     for key, value in attributes.items():
@@ -98,9 +103,10 @@ def results_files(path: Path) -> list[Path]:
     return [p for _, p in sorted(rotated, reverse=True)] + ([path] if path.exists() else [])
 
 
-def read_results_file(path: Path, *, marked_only: bool) -> tuple[list[dict[str, Any]], int, list[str]]:
-    """Queue lines from a results file and its rotated files (OTLP/JSON lines): (rows, results read,
-    problems by file and line). Raises FileNotFoundError when there is none of them."""
+def file_requests(path: Path, problems: list[str]) -> Iterator[Any]:
+    """The ExportTraceServiceRequests of a results file and its rotated files (OTLP/JSON lines),
+    oldest first; a line that is not one is added to `problems` by file and line. Raises
+    FileNotFoundError when there is none of them."""
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
     from agent.infra.otlp_json import from_line
@@ -108,22 +114,35 @@ def read_results_file(path: Path, *, marked_only: bool) -> tuple[list[dict[str, 
     files = results_files(path)
     if not files:
         raise FileNotFoundError(2, "No such file or directory", str(path))
+
+    def requests() -> Iterator[Any]:
+        for file in files:
+            with file.open(encoding="utf-8", errors="replace") as lines:
+                for number, text in enumerate(lines, start=1):
+                    if not text.strip():
+                        continue
+                    try:
+                        request = from_line(text, ExportTraceServiceRequest())
+                    except Exception as exc:  # a torn last line or a foreign file: say where, go on
+                        problems.append(
+                            f"{file}: line {number}: not an OTLP/JSON result ({type(exc).__name__})"
+                        )
+                        continue
+                    yield request
+
+    return requests()
+
+
+def read_results_file(path: Path, *, marked_only: bool) -> tuple[list[dict[str, Any]], int, list[str]]:
+    """Queue lines from a results file and its rotated files (OTLP/JSON lines): (rows, results read,
+    problems by file and line). Raises FileNotFoundError when there is none of them."""
     rows: list[dict[str, Any]] = []
     read = 0
     problems: list[str] = []
-    for file in files:
-        with file.open(encoding="utf-8", errors="replace") as lines:
-            for number, text in enumerate(lines, start=1):
-                if not text.strip():
-                    continue
-                try:
-                    request = from_line(text, ExportTraceServiceRequest())
-                except Exception as exc:  # a torn last line or a foreign file: say where, go on
-                    problems.append(f"{file}: line {number}: not an OTLP/JSON result ({type(exc).__name__})")
-                    continue
-                found, results = result_rows(request, marked_only=marked_only)
-                rows.extend(found)
-                read += results
+    for request in file_requests(path, problems):
+        found, results = result_rows(request, marked_only=marked_only)
+        rows.extend(found)
+        read += results
     return rows, read, problems
 
 
@@ -132,6 +151,19 @@ def read_marked(
 ) -> tuple[list[dict[str, Any]], int]:
     """Every marked result on `topic` up to its current end; (rows, results read). `connection`
     holds kafka-python's connection options (agent.infra.kafka_connect.kafka_connection)."""
+    rows: list[dict[str, Any]] = []
+    read = 0
+    for message in topic_messages(connection, topic, wait_seconds):
+        found, results = marked_rows(message)
+        rows.extend(found)
+        read += results
+    return rows, read
+
+
+def topic_messages(connection: Mapping[str, Any], topic: str, wait_seconds: float) -> list[bytes]:
+    """Every message on `topic` from its beginning to the end offsets seen at start, without a
+    consumer group (nothing is committed). RuntimeError when the topic is not found or its end is
+    not reached within `wait_seconds`."""
     from kafka import KafkaConsumer, TopicPartition
 
     consumer = KafkaConsumer(
@@ -149,16 +181,12 @@ def read_marked(
         consumer.assign(assigned)
         consumer.seek_to_beginning(*assigned)
         end = consumer.end_offsets(assigned)
-        rows: list[dict[str, Any]] = []
-        read = 0
+        messages: list[bytes] = []
         while any(consumer.position(tp) < end[tp] for tp in assigned):
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the topic's end was not reached in {wait_seconds:.0f}s")
             for records in consumer.poll(timeout_ms=500).values():
-                for record in records:
-                    found, results = marked_rows(record.value)
-                    rows.extend(found)
-                    read += results
-        return rows, read
+                messages.extend(record.value for record in records)
+        return messages
     finally:
         consumer.close()

@@ -1,0 +1,199 @@
+"""From a bad answer to a test: a real agent scores real OTLP spans into its results file (or the
+Kafka results topic), `ragpulse capture` picks the bad interactions, label-queue reads them, and
+`capture --add-to` merges the labelled ones into a golden set that `ragpulse eval` accepts."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from agent.cli import main
+from tests.support.agent_process import AgentProcess
+from tests.support.kafka_agent import kafka_agent
+from tests.support.kafka_broker import Broker, consume_all, produce_otlp
+from tests.support.spans import PARIS_RESPONSE, USEFUL, USELESS, hexid, openinference_single_span
+
+pytestmark = pytest.mark.integration
+
+BAD_ANSWER = "The capital of France is Lyon."
+METRICS = "context_precision,faithfulness"
+
+
+def traffic() -> tuple[list[ReadableSpan], dict[str, str]]:
+    """Two services' interactions, real SDK spans: good ones, one deliberately bad answer (checkout)
+    and one bad retrieval (search). Returns the spans and the bad ones' interaction ids by kind."""
+    spans: list[ReadableSpan] = []
+    bad: dict[str, str] = {}
+    for service in ("checkout", "search"):
+        memory = InMemorySpanExporter()
+        provider = TracerProvider(resource=Resource.create({"service.name": service}))
+        provider.add_span_processor(SimpleSpanProcessor(memory))
+        tracer = provider.get_tracer("tests")
+        for i in range(3):
+            openinference_single_span(
+                tracer, query=f"Capital of France? ({service} #{i})",
+                chunks=[USEFUL.format(f"{i}.{k}") for k in range(3)], response=PARIS_RESPONSE,
+            )  # fmt: skip
+        if service == "checkout":
+            chunks, response, kind = [USEFUL.format(f"bad.{k}") for k in range(3)], BAD_ANSWER, "answer"
+        else:
+            chunks, response, kind = (
+                [USELESS.format(f"bad.{k}") for k in range(3)],
+                PARIS_RESPONSE,
+                "retrieval",
+            )
+        openinference_single_span(
+            tracer, query=f"Capital of France? ({service}, bad)", chunks=chunks, response=response
+        )
+        finished = list(memory.get_finished_spans())
+        last = finished[-1]
+        bad[kind] = f"{format(last.get_span_context().trace_id, '032x')}:{hexid(last)}"
+        spans.extend(finished)
+    return spans, bad
+
+
+def send(url: str, spans: list[ReadableSpan]) -> None:
+    exporter = OTLPSpanExporter(endpoint=url)
+    assert exporter.export(spans) is SpanExportResult.SUCCESS
+    exporter.shutdown()
+
+
+def lines(path: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_capture_label_and_merge_from_the_results_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    results = tmp_path / "results.jsonl"
+    agent = AgentProcess(
+        env={"RAGPULSE_METRICS": METRICS, "RAGPULSE_RESULTS_FILE": str(results),
+             "RAGPULSE_RESULTS_INCLUDE_TEXT": "true"}
+    )  # fmt: skip
+    spans, bad = traffic()
+    try:
+        agent.wait_ready()
+        send(agent.traces_url, spans)
+        scraped = agent.wait_for(lambda s: s.total("ragpulse_score_count") >= 16, timeout=30)
+    finally:
+        agent.stop()
+        agent.kill()
+    assert scraped.total("ragpulse_score_count") == 16, agent.log()  # 8 interactions x 2 metrics
+
+    # Thresholds: exactly the bad answer and the bad retrieval, with their scores and verdicts.
+    captured = tmp_path / "captured.jsonl"
+    code = main([
+        "capture", "--results-file", str(results), "--below", "faithfulness=0.5",
+        "--below", "context_precision=0.5", "--out", str(captured),
+    ])  # fmt: skip
+    assert code == 0
+    assert "capture: 2 of 8 interactions from" in capsys.readouterr().err
+    rows = {row["id"]: row for row in lines(captured)}
+    assert sorted(rows) == sorted(bad.values())
+    answer, retrieval = rows[bad["answer"]], rows[bad["retrieval"]]
+    assert (answer["service"], answer["route"], answer["failing"]) == (
+        "checkout",
+        "rag.query",
+        ["faithfulness"],
+    )
+    assert answer["scores"] == {"context_precision": 1.0, "faithfulness": 0.0}
+    assert answer["question"] == "Capital of France? (checkout, bad)" and answer["response"] == BAD_ANSWER
+    # Bananas for a question about Paris: no useful chunk, and an answer they do not support.
+    assert (retrieval["service"], retrieval["failing"]) == ("search", ["context_precision", "faithfulness"])
+    assert retrieval["scores"] == {"context_precision": 0.0, "faithfulness": 0.0}
+    assert [d["useful"] for d in retrieval["documents"]] == [False, False, False]
+    assert retrieval["retrieved_ids"] == ["doc-0", "doc-1", "doc-2"]
+    for row in rows.values():
+        assert row["interaction_id"] == row["id"] and row["trace_id"] == str(row["id"]).split(":")[0]
+        assert row["reference"] is None and row["labels"] == {"context_precision": None, "faithfulness": None}
+
+    # The worst one per service and route (one window): the same two.
+    worst = tmp_path / "worst.jsonl"
+    assert (
+        main(
+            ["capture", "--results-file", str(results), "--worst", "1", "--window", "1h", "--out", str(worst)]
+        )
+        == 0
+    )
+    assert sorted(row["id"] for row in lines(worst)) == sorted(bad.values())
+
+    # label-queue reads the captured items as results and as its --inputs: one line each, to label.
+    queue = tmp_path / "queue.jsonl"
+    code = main([
+        "label-queue", str(captured), "--fraction", "1", "--inputs", str(captured), "--out", str(queue),
+    ])  # fmt: skip
+    assert code == 0
+    queued = {row["interaction_id"]: row for row in lines(queue)}
+    assert sorted(queued) == sorted(bad.values())
+    assert queued[bad["answer"]]["scores"] == {"context_precision": 1.0, "faithfulness": 0.0}
+    assert queued[bad["answer"]]["response"] == BAD_ANSWER
+
+    # A person writes the reference of one; the other is not labelled yet.
+    labelled = tmp_path / "labelled.jsonl"
+    filled = [
+        {**row, "reference": "Paris."} if row["id"] == bad["answer"] else row for row in lines(captured)
+    ]
+    labelled.write_text("".join(json.dumps(row) + "\n" for row in filled))
+    golden = tmp_path / "golden.jsonl"
+    golden.write_text(
+        json.dumps({"id": "hours", "question": "Opening hours?", "reference": "9 to 5."}) + "\n"
+    )
+    capsys.readouterr()
+    assert main(["capture", "--add-to", str(golden), str(labelled)]) == 0
+    assert "1 added, 0 updated, 0 unchanged; 1 not labelled yet" in capsys.readouterr().err
+    first = golden.read_text()
+    merged = lines(golden)
+    assert [row["id"] for row in merged] == ["hours", bad["answer"]]
+    assert merged[1]["reference"] == "Paris." and "response" not in merged[1]
+    assert merged[1]["captured"]["response"] == BAD_ANSWER and merged[1]["captured"]["failing"] == [
+        "faithfulness"
+    ]
+
+    # Idempotent: the same file again leaves the golden set as it was.
+    assert main(["capture", "--add-to", str(golden), str(labelled)]) == 0
+    assert "0 added, 0 updated, 1 unchanged" in capsys.readouterr().err
+    assert golden.read_text() == first
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".golden")) == []  # no temp left
+
+    # ragpulse eval accepts the golden set.
+    assert main(["eval", str(golden), "--out", str(tmp_path / "eval")]) == 0
+    assert len(lines(tmp_path / "eval" / "results.jsonl")) == 2
+
+
+def test_capture_reads_the_kafka_results_topic(broker: Broker, tmp_path: Path) -> None:
+    topic = broker.create_topic(partitions=2)
+    results_topic = broker.create_topic(partitions=1)
+    agent = kafka_agent(
+        broker, topic, f"ragpulse-test-{uuid.uuid4().hex[:8]}", RAGPULSE_METRICS=METRICS,
+        RAGPULSE_RESULTS_TOPIC=results_topic, RAGPULSE_RESULTS_INCLUDE_TEXT="true",
+    )  # fmt: skip
+    spans, bad = traffic()
+    try:
+        agent.wait_ready()
+        produce_otlp(broker.bootstrap, topic, spans)
+        assert len(consume_all(broker.bootstrap, results_topic, expected=8)) == 8
+    finally:
+        agent.stop()
+        agent.kill()
+    captured = tmp_path / "captured.jsonl"
+    code = main([
+        "capture", "--from-results-topic", "--worst", "1", "--metric", "faithfulness",
+        "--set", f"kafka_bootstrap={broker.bootstrap}", "--set", f"results_topic={results_topic}",
+        "--out", str(captured),
+    ])  # fmt: skip
+    assert code == 0
+    rows = {row["id"]: row for row in lines(captured)}
+    # Ranked by faithfulness alone, the worst of each service: the bad answer, the bad retrieval.
+    assert sorted(rows) == sorted(bad.values())
+    assert rows[bad["answer"]]["scores"] == {"context_precision": 1.0, "faithfulness": 0.0}
+    assert rows[bad["answer"]]["failing"] == ["faithfulness"]
+    assert rows[bad["retrieval"]]["scores"] == {"context_precision": 0.0, "faithfulness": 0.0}
+    assert rows[bad["answer"]]["question"] == "Capital of France? (checkout, bad)"
