@@ -76,7 +76,7 @@ def self_checks(settings: Settings) -> bool:
     return not settings.judge.is_local and settings.judge.self_check
 
 
-def load(items: Items) -> tuple[list[EvalItem], list[BadRow]]:
+def _load(items: Items) -> tuple[list[EvalItem], list[BadRow]]:
     """The usable items and the unusable rows (with their position, from 1, and the reason)."""
     if isinstance(items, str | Path):
         return read_items(Path(items))
@@ -104,7 +104,7 @@ def _settings(settings: Settings | None, config: str | Path | None, judge: str |
 def _prepare(
     items: Items, metrics: Sequence[str] | None, k: int
 ) -> tuple[list[EvalItem], list[BadRow], list[str]]:
-    loaded, bad = load(items)
+    loaded, bad = _load(items)
     for row in bad:  # attributed to the caller of evaluate / aevaluate
         warnings.warn(f"item {row.line} skipped: {row.reason}", stacklevel=3)
     if not loaded:
@@ -170,7 +170,9 @@ def quality_checks(results: EvalResults, *, on: str = MEAN, **thresholds: float)
     """The gate's checks of `results`, passed ones included (their lines say by how much)."""
     if on not in (MEAN, CI_LOW):
         raise ValueError(f"on must be {MEAN!r} or {CI_LOW!r}, got {on!r}")
-    wanted = [Threshold(metric, float(minimum), on) for metric, minimum in thresholds.items()]
+    if not thresholds:
+        raise ValueError("name at least one metric and its threshold, e.g. faithfulness=0.8")
+    wanted = [Threshold.parse(f"{metric}={minimum}", on) for metric, minimum in thresholds.items()]
     check_gate_metrics(wanted, [], k=results.k)
     return check_thresholds(results.summaries, wanted)
 

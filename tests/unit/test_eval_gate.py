@@ -90,3 +90,28 @@ def test_worse_fails_only_when_the_interval_excludes_zero() -> None:
     assert rise.passed and "not significant" in rise.line
     nothing = check_not_worse(None, "faithfulness")
     assert not nothing.passed and "cannot tell" in nothing.line
+
+
+def test_assert_quality_raises_the_gate_lines_and_refuses_what_it_cannot_check() -> None:
+    from agent.offline.run import EvalResults
+    from agent.offline.summary import JudgeUsage
+    from agent.quality import assert_quality
+
+    results = EvalResults(
+        (), (), (), (summary(0.612, 0.54, 0.69),), JudgeUsage(), "lexical", ("faithfulness",)
+    )
+    with pytest.raises(AssertionError) as failed:
+        assert_quality(results, faithfulness=0.8)
+    assert str(failed.value) == (
+        "quality gate failed:\n"
+        "  faithfulness: mean 0.612 is under the threshold 0.800 (95% CI 0.540 – 0.690, 10 scores)"
+    )
+    assert_quality(results, faithfulness=0.6)
+    with pytest.raises(AssertionError, match=r"95% CI lower bound 0\.540 is under the threshold 0\.600"):
+        assert_quality(results, on="ci_low", faithfulness=0.6)
+    with pytest.raises(UnknownMetric, match="did you mean faithfulness"):
+        assert_quality(results, faithfulnes=0.6)
+    with pytest.raises(ValueError, match="at least one metric"):
+        assert_quality(results)
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        assert_quality(results, faithfulness=80)
