@@ -14,6 +14,7 @@ import pytest
 from agent.quality import assert_not_worse, assert_quality, evaluate
 from tests.support.cli import ragpulse_eval, read_jsonl
 from tests.support.golden import golden_items, write_set
+from tests.support.llm_server import FakeLLMServer
 from tests.support.repo import ROOT
 
 GATE_FAILED = 4
@@ -167,3 +168,27 @@ def test_the_example_pytest_gate_passes_a_good_set_and_fails_a_bad_one(tmp_path:
     run = ragpulse_eval(str(bad), "--out", str(tmp_path / "out"), "--fail-under", "faithfulness=0.7")
     [line] = gate_lines(run.stderr)
     assert line in failed.stdout  # the same line as the command's gate
+
+
+def test_the_python_api_judges_with_an_llm_as_the_command_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The test LLM server as the judge: the API's judge usage is what the server counted, and a
+    judge that cannot work is JudgeBroken in the command's one line."""
+    from agent.quality import JudgeBroken
+
+    for name in [n for n in os.environ if n.startswith("RAGPULSE_")]:
+        monkeypatch.delenv(name)
+    items = golden_items(6)
+    with FakeLLMServer() as server:
+        monkeypatch.setenv("RAGPULSE_JUDGE_MODEL", "openai/ragpulse-test-judge")
+        monkeypatch.setenv("RAGPULSE_JUDGE_API_BASE", server.api_base)
+        monkeypatch.setenv("RAGPULSE_JUDGE_API_KEY", "test-key")
+        results = evaluate(items, metrics=["faithfulness"])
+        asked = server.stats.calls
+        assert results.judge == "openai/ragpulse-test-judge"
+        assert results.summary("faithfulness").count == 6  # type: ignore[union-attr]
+        assert results.usage.calls == asked - 1 and results.usage.failed == 0  # the self-check not counted
+        server.fail_always("401")
+        with pytest.raises(JudgeBroken, match="judge self-check failed: judge openai/ragpulse-test-judge: "):
+            evaluate(items, metrics=["faithfulness"])
