@@ -29,8 +29,9 @@ def register(commands: Any, with_settings: Callable[..., argparse.ArgumentParser
             description="Score every item of FILE (a JSONL set: question, contexts, response, "
             "optionally reference and ids) with every metric whose inputs are present; with two "
             "files and --compare, compare B with A. Exit status: 0 scored, 1 no usable line, "
-            "2 usage or input error, 3 too many judge errors (--max-judge-errors), 5 the judge "
-            "cannot work (self-check failed); see docs/eval.md.",
+            "2 usage or input error, 3 too many judge errors (--max-judge-errors), 4 the quality "
+            "gate failed (--fail-under, --fail-under-ci, --fail-if-worse), 5 the judge cannot "
+            "work (self-check failed); see docs/eval.md.",
         ),
         agent_flags=False,  # no listen address, no sampling: eval reads a file
     )
@@ -46,6 +47,20 @@ def register(commands: Any, with_settings: Callable[..., argparse.ArgumentParser
     parser.add_argument(
         "--max-judge-errors", type=_share, default=0.1, metavar="SHARE",
         help="exit 3 when more than this share of the judged scores are judge errors (default 0.1)",
+    )  # fmt: skip
+    # The quality gate (docs/eval.md, "A gate in CI"): exit 4 after the files are written.
+    parser.add_argument(
+        "--fail-under", action="append", default=[], metavar="METRIC=MIN",
+        help="exit 4 when METRIC's mean is under MIN, e.g. faithfulness=0.8 (repeatable; B with --compare)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--fail-under-ci", action="append", default=[], metavar="METRIC=MIN",
+        help="exit 4 when the lower bound of METRIC's 95%% CI is under MIN (stricter; repeatable)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--fail-if-worse", action="append", default=[], metavar="METRIC",
+        help="with --compare: exit 4 when B is worse than A on METRIC, the 95%% CI of B − A "
+        "excluding 0 (repeatable)",
     )  # fmt: skip
     # Trust (docs/trust.md): prediction-powered estimates of the true means from human labels.
     parser.add_argument(

@@ -3,7 +3,9 @@
 Exit statuses (docs/eval.md): 0 scored; 1 no usable line (or an unexpected error); 2 a usage or
 input error; 3 the judge failed on more than --max-judge-errors of the judged scores (all of
 them, whatever the share); 5 the judge cannot work (its self-check failed: credentials, model,
-api base), before anything was scored.
+api base), before anything was scored; 4 the quality gate failed (--fail-under, --fail-under-ci,
+--fail-if-worse), after every file was written. The scoring is `agent.offline.run.OfflineRun`,
+the same the Python API (`agent.quality`) runs; the gate's checks are `agent.offline.gate`'s.
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ import argparse
 import asyncio
 import gc
 import json
-import math
 import sys
 import time
 from collections.abc import Sequence
@@ -25,50 +26,81 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from agent.config import Settings
-from agent.offline.evaluate import (
-    ItemResult,
-    OfflineEvaluator,
-    all_metric_names,
-    available_metrics,
-    verdict_details,
-)
+from agent.offline.evaluate import ItemResult, verdict_details
+from agent.offline.gate import CI_LOW, MEAN, GateCheck, Threshold, check_comparisons, check_gate_metrics
+from agent.offline.gate import check_thresholds as gate_thresholds
 from agent.offline.records import BadRow, EvalItem, InputError, read_items
+from agent.offline.run import EvalResults, JudgeBroken, OfflineRun, choose_metrics
 from agent.offline.summary import (
     BETTER,
     WORSE,
     ItemChange,
-    JudgeUsage,
     MetricComparison,
-    MetricSummary,
     compare,
     item_changes,
     pair_results,
-    summarise,
     write_comparison,
-    write_summary,
 )
 
 WEAKEST_SHOWN = 10
 BAD_LINES_PRINTED = 20
 # Exit statuses (docs/eval.md).
-OK, NO_INPUT, USAGE, JUDGE_FAILED, JUDGE_BROKEN = 0, 1, 2, 3, 5
+OK, NO_INPUT, USAGE, JUDGE_FAILED, GATE_FAILED, JUDGE_BROKEN = 0, 1, 2, 3, 4, 5
 # Without a terminal (CI logs, `| tee`), a progress line at least this often, and every tenth.
 PROGRESS_SECONDS = 10.0
 LOG_WIDTH = 200  # columns of the tables printed to a log or pipe
 
 
-class JudgeBroken(Exception):
-    """The judge's self-check failed: nothing can be scored (the message is the one line)."""
-
-
-@dataclass
+@dataclass(frozen=True)
 class Scored:
     source: Path
-    items: list[EvalItem]
-    bad: list[BadRow]
-    results: list[ItemResult]
-    summaries: list[MetricSummary]
-    usage: JudgeUsage
+    evaluation: EvalResults
+
+    @property
+    def items(self) -> tuple[EvalItem, ...]:
+        return self.evaluation.items
+
+    @property
+    def bad(self) -> tuple[BadRow, ...]:
+        return self.evaluation.bad
+
+    @property
+    def results(self) -> tuple[ItemResult, ...]:
+        return self.evaluation.results
+
+
+@dataclass(frozen=True)
+class Gate:
+    """What the gate checks: thresholds (on B with --compare) and metrics B must not be worse on."""
+
+    thresholds: tuple[Threshold, ...] = ()
+    not_worse: tuple[str, ...] = ()
+
+    @property
+    def metrics(self) -> list[str]:
+        return list(dict.fromkeys([*(t.metric for t in self.thresholds), *self.not_worse]))
+
+
+def _gate(args: argparse.Namespace) -> Gate:
+    """The gate's flags, checked; ValueError with the one line naming the flag otherwise."""
+    thresholds = []
+    for flag, values, on in (
+        ("--fail-under", args.fail_under, MEAN),
+        ("--fail-under-ci", args.fail_under_ci, CI_LOW),
+    ):
+        for text in values or ():
+            try:
+                thresholds.append(Threshold.parse(text, on))
+            except ValueError as exc:
+                raise ValueError(f"{flag} {exc}") from None
+    gate = Gate(tuple(thresholds), tuple(dict.fromkeys(args.fail_if_worse or ())))
+    if gate.not_worse and not args.compare:
+        raise ValueError("--fail-if-worse needs two files and --compare")
+    try:
+        check_gate_metrics(gate.thresholds, gate.not_worse, args.k)
+    except ValueError as exc:
+        raise ValueError(f"gate: {exc}") from None
+    return gate
 
 
 def main(args: argparse.Namespace, settings: Settings) -> int:
@@ -81,6 +113,11 @@ def main(args: argparse.Namespace, settings: Settings) -> int:
         console.print("ragpulse eval: give one FILE, or two FILEs with --compare")
         return 2
     try:
+        gate = _gate(args)
+    except ValueError as exc:  # an unknown metric included: one line with a suggestion
+        print(f"ragpulse eval: {exc}", file=sys.stderr)
+        return USAGE
+    try:
         loaded = [read_items(path) for path in files]
     except InputError as exc:
         console.print(f"ragpulse eval: {exc}")
@@ -90,15 +127,14 @@ def main(args: argparse.Namespace, settings: Settings) -> int:
     if not any(items for items, _ in loaded):
         console.print("ragpulse eval: no usable line in the input")
         return 1
-    metrics = available_metrics([i for items, _ in loaded for i in items], args.k)
-    if args.metrics:
-        wanted = [m.strip() for m in args.metrics.split(",") if m.strip()]
-        known = all_metric_names(args.k)
-        unknown = [m for m in wanted if m not in known]
-        if unknown:
-            console.print(f"ragpulse eval: unknown metric(s) {unknown}; choose from {known}")
-            return 2
-        metrics = [m for m in wanted if m in metrics] or wanted
+    try:
+        wanted = [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics else None
+        if wanted:  # a gated metric is scored even when --metrics leaves it out
+            wanted += [m for m in gate.metrics if m not in wanted]
+        metrics = choose_metrics([i for items, _ in loaded for i in items], wanted, args.k)
+    except ValueError as exc:  # UnknownMetric: one line with a suggestion
+        print(f"ragpulse eval: --metrics: {exc}", file=sys.stderr)
+        return USAGE
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     try:
@@ -110,7 +146,7 @@ def main(args: argparse.Namespace, settings: Settings) -> int:
         return JUDGE_BROKEN
     for s in scored:
         _print_summary(out, s)
-        out.print(s.usage.describe(judge))
+        out.print(s.evaluation.usage.describe(judge))
     if getattr(args, "labels", None) and not args.compare:  # trust: PPI estimates (agent/trust)
         from agent.trust.offline import eval_ppi
 
@@ -118,6 +154,7 @@ def main(args: argparse.Namespace, settings: Settings) -> int:
         if eval_ppi(Path(args.labels), calibration, out_dir, out.print) != 0:
             return 2
     section = None
+    comparisons: list[MetricComparison] = []
     if args.compare:
         a, b = scored
         pairs, paired_by = pair_results(a.results, b.results)
@@ -140,7 +177,23 @@ def main(args: argparse.Namespace, settings: Settings) -> int:
                   "(results.jsonl, summary.json)")  # fmt: skip
     else:
         out.print(f"Wrote {out_dir}/ (results.jsonl, summary.json, report.html)")
-    return _judge_verdict(scored, metrics, args.max_judge_errors)
+    checks = gate_thresholds(scored[-1].evaluation.summaries, gate.thresholds)
+    if gate.not_worse:
+        checks += check_comparisons(comparisons, gate.not_worse)
+    gate_status = _print_gate(out, checks)
+    judged = _judge_verdict(scored, metrics, args.max_judge_errors)
+    # Scores with too many judge errors say little: that failure comes first.
+    return judged if judged != OK else gate_status
+
+
+def _print_gate(out: Console, checks: Sequence[GateCheck]) -> int:
+    """A passed check on stdout, a failed one on stderr, one line each; GATE_FAILED if any failed."""
+    for check in checks:
+        if check.passed:
+            out.print(f"gate passed: {check.line}", soft_wrap=True, highlight=False, markup=False)
+        else:
+            print(f"ragpulse eval: gate failed: {check.line}", file=sys.stderr)
+    return GATE_FAILED if any(not c.passed for c in checks) else OK
 
 
 def _judge_verdict(scored: Sequence[Scored], metrics: Sequence[str], max_share: float) -> int:
@@ -194,90 +247,54 @@ async def _score_all(
     comparing: bool,
 ) -> tuple[list[Scored], str]:
     """Score every file and write its results and summary; returns them and the judge's name."""
-    from prometheus_client import CollectorRegistry
+    from agent.quality import open_run, self_checks
 
-    from agent.build import build_judge
-    from agent.telemetry import JudgeTelemetry
-
-    # The judge's instruments on a registry nobody scrapes: offline, there is no /metrics.
-    registry = CollectorRegistry()
-    judge = build_judge(settings, JudgeTelemetry(registry))  # waits for litellm's import
+    run = open_run(settings, metrics, k)  # waits for litellm's import
     # The imports are over: the cycle collector, paused by the command (agent/commands/eval.py),
     # runs again. What they built lives until exit, so it is frozen out of the collector's walks
     # instead of being walked by its first full collection.
     gc.freeze()
     gc.enable()
-    if not settings.judge.is_local and settings.judge.self_check:
-        from agent.judges.llm import check_judge, self_check_line
-
-        failure = await check_judge(judge)
-        if failure is not None:
-            raise JudgeBroken(self_check_line(judge.model, failure))
-    evaluator = OfflineEvaluator(judge, metrics, k=k, concurrency=settings.pipeline.eval_concurrency)
+    if self_checks(settings):
+        await run.check()
     scored: list[Scored] = []
     for n, (path, (items, bad)) in enumerate(zip(files, loaded, strict=True)):
-        before = judge_usage(registry)
-        results = await _score(evaluator, items, path, console)
-        usage = judge_usage(registry).minus(before)
-        summaries = summarise(results, metrics)
+        evaluation = await _score(run, items, bad, path, console)
         target = out_dir / ("ab"[n]) if comparing else out_dir
         target.mkdir(parents=True, exist_ok=True)
-        _write_results(target / "results.jsonl", results, bad, metrics)
-        write_summary(target / "summary.json", summaries, items=len(items), bad_lines=len(bad),
-                      judge=judge.model, source=str(path),
-                      extra={"judge_usage": usage.as_json()})  # fmt: skip
-        scored.append(Scored(path, items, bad, results, summaries, usage))
-    return scored, judge.model
-
-
-def judge_usage(registry: Any) -> JudgeUsage:
-    """The judge's totals so far, from its instruments (ragpulse_judge_* on `registry`)."""
-
-    def total(name: str, **labels: str) -> float:
-        found = 0.0
-        for family in registry.collect():
-            for sample in family.samples:
-                if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
-                    found += sample.value
-        return found
-
-    calls = total("ragpulse_judge_requests_total")
-    refused = total("ragpulse_judge_requests_total", outcome="refused")
-    return JudgeUsage(
-        calls=int(calls - refused),
-        failed=int(total("ragpulse_judge_requests_total", outcome="error")),
-        prompt_tokens=int(total("ragpulse_judge_tokens_total", kind="prompt")),
-        completion_tokens=int(total("ragpulse_judge_tokens_total", kind="completion")),
-        cost_usd=total("ragpulse_judge_cost_usd_total"),
-        unpriced_calls=int(total("ragpulse_judge_unpriced_calls_total")),
-    )
+        _write_jsonl(target / "results.jsonl", evaluation.rows())
+        summary = evaluation.summary_document(str(path))
+        (target / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        scored.append(Scored(path, evaluation))
+    return scored, run.judge.model
 
 
 async def _score(
-    evaluator: OfflineEvaluator, items: Sequence[EvalItem], path: Path, console: Console
-) -> list[ItemResult]:
+    run: OfflineRun, items: Sequence[EvalItem], bad: Sequence[BadRow], path: Path, console: Console
+) -> EvalResults:
     progress = Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         console=console, transient=False, disable=not console.is_terminal,
     )  # fmt: skip
-    results: dict[str, ItemResult] = {}
     lines = None if console.is_terminal else ProgressLines(f"scoring {path}", len(items))
     with progress:
         task = progress.add_task(f"scoring {path.name}", total=len(items))
+
+        def advance(_: ItemResult) -> None:
+            progress.advance(task)
+            if lines:
+                lines.advance()
+
         heartbeat = asyncio.create_task(lines.heartbeat()) if lines else None
         try:
-            for next_done in asyncio.as_completed([evaluator.score(item) for item in items]):
-                result = await next_done
-                results[result.item.id] = result
-                progress.advance(task)
-                if lines:
-                    lines.advance()
+            evaluation = await run.score(items, bad, on_result=advance)
         finally:
             if heartbeat:
                 heartbeat.cancel()
     if lines:
-        print(f"scored {len(results)} items of {path} in {lines.elapsed():.0f}s", file=sys.stderr, flush=True)
-    return [results[item.id] for item in items]
+        print(f"scored {len(evaluation.results)} items of {path} in {lines.elapsed():.0f}s",
+              file=sys.stderr, flush=True)  # fmt: skip
+    return evaluation
 
 
 class ProgressLines:
@@ -313,24 +330,9 @@ class ProgressLines:
               file=sys.stderr, flush=True)  # fmt: skip
 
 
-def _json_value(value: float | None) -> float | None:
-    return None if value is None or not math.isfinite(value) else round(value, 6)
-
-
-def _write_results(
-    path: Path, results: Sequence[ItemResult], bad: Sequence[BadRow], metrics: Sequence[str]
-) -> None:
-    rows: list[tuple[int, dict[str, Any]]] = []
-    for r in results:
-        row: dict[str, Any] = {"id": r.item.id, "line": r.item.line}
-        row.update({m: _json_value(r.scores.get(m)) for m in metrics})
-        if r.errors:
-            row["errors"] = dict(r.errors)
-        rows.append((r.item.line, row))
-    for b in bad:  # one object per input line: a skipped line says why
-        rows.append((b.line, {"id": str(b.line), "line": b.line, "skipped": b.reason}))
+def _write_jsonl(path: Path, rows: Sequence[dict[str, Any]]) -> None:
     with path.open("w") as handle:
-        for _, row in sorted(rows, key=lambda pair: pair[0]):
+        for row in rows:
             handle.write(json.dumps(row) + "\n")
 
 
@@ -358,12 +360,12 @@ def _write_report(judge: str, scored: Sequence[Scored], metrics: Sequence[str], 
     page = evaluation_page(
         source=" vs ".join(str(s.source) for s in scored),
         judge=judge,
-        summaries=last.summaries,
+        summaries=list(last.evaluation.summaries),
         results=last.results,
         weak=[(r, verdict_details(r, judge)) for r in weak_results],
         bad=[b for s in scored for b in s.bad],
         comparison=comparison,
-        baseline=scored[0].summaries if comparison is not None else None,
+        baseline=list(scored[0].evaluation.summaries) if comparison is not None else None,
     )
     (out_dir / "report.html").write_text(page)
 
@@ -375,10 +377,10 @@ def _metric_column(table: Table, metrics: Sequence[str]) -> None:
 
 def _print_summary(console: Console, scored: Scored) -> None:
     table = Table(title=f"{scored.source} — {len(scored.items)} items, {len(scored.bad)} bad lines")
-    _metric_column(table, [s.metric for s in scored.summaries])
+    _metric_column(table, [s.metric for s in scored.evaluation.summaries])
     for column in ("mean", "95% CI", "scored", "undefined", "errors"):
         table.add_column(column, justify="right")
-    for s in scored.summaries:
+    for s in scored.evaluation.summaries:
         table.add_row(
             s.metric,
             "—" if s.mean is None else f"{s.mean:.3f}",

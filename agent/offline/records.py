@@ -23,7 +23,7 @@ from __future__ import annotations
 import csv
 import json
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -202,6 +202,14 @@ def read_items(path: Path) -> tuple[list[EvalItem], list[BadRow]]:
         rows, from_csv = _parquet_rows(path), False
     else:
         raise InputError(f"{path}: unknown format {suffix!r}; use .jsonl, .csv or .parquet")
+    return items_from_rows(rows, from_csv=from_csv)
+
+
+def items_from_rows(
+    rows: Iterable[tuple[int, Any, str | None]], *, from_csv: bool = False
+) -> tuple[list[EvalItem], list[BadRow]]:
+    """Items from `(line, row, error)` triples: a row that cannot be used (an error already, a
+    wrong type, a duplicate id) becomes a BadRow with its reason."""
     items: list[EvalItem] = []
     bad: list[BadRow] = []
     seen_ids: set[str] = set()

@@ -125,6 +125,23 @@ def write_summary(
     extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write summary.json: run facts and one object per metric (MetricSummary's fields)."""
+    document = summary_document(
+        summaries, items=items, bad_lines=bad_lines, judge=judge, source=source, extra=extra
+    )
+    path.write_text(json.dumps(document, indent=2) + "\n")
+    return document
+
+
+def summary_document(
+    summaries: Sequence[MetricSummary],
+    *,
+    items: int,
+    bad_lines: int,
+    judge: str,
+    source: str,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """What summary.json holds."""
     document: dict[str, Any] = {
         "source": source,
         "items": items,
@@ -134,7 +151,6 @@ def write_summary(
         "metrics": {s.metric: _rounded(asdict(s)) for s in summaries},
         **(extra or {}),
     }
-    path.write_text(json.dumps(document, indent=2) + "\n")
     return document
 
 

@@ -90,6 +90,12 @@ def _compared(result: subprocess.CompletedProcess[str], cwd: Path) -> None:
     assert written == {"comparison.json"}, sorted(str(p) for p in cwd.rglob("*"))
 
 
+def _gate_passed(result: subprocess.CompletedProcess[str], cwd: Path) -> None:
+    for metric, threshold in (("faithfulness", "0.800"), ("context_precision", "0.600")):
+        assert re.search(rf"^gate passed: {metric}: mean \d\.\d{{3}} meets the threshold {threshold} ",
+                         result.stdout, re.M), result.stdout  # fmt: skip
+
+
 def _canary_line(result: subprocess.CompletedProcess[str], cwd: Path) -> None:
     assert re.search(
         r"^canary faithfulness: mean \d\.\d{3} \(shift [+-]\d\.\d{3}\), auroc", result.stdout, re.M
@@ -135,6 +141,12 @@ COMMANDS = [
         "ragpulse eval a.jsonl b.jsonl --compare",
         files={"a.jsonl": LABELLED_SET, "b.jsonl": WORSE_SET},
         check=_compared,
+    ),
+    Documented(
+        "docs/eval.md",
+        "ragpulse eval golden.jsonl --fail-under faithfulness=0.8 --fail-under context_precision=0.6",
+        files={"golden.jsonl": LABELLED_SET},
+        check=_gate_passed,
     ),
     Documented(
         "docs/probes.md",

@@ -72,6 +72,9 @@ def test_compare_always_writes_the_comparison_and_the_report(
             labels=None,
             calibration=None,
             max_judge_errors=0.1,
+            fail_under=[],
+            fail_under_ci=[],
+            fail_if_worse=[],
         )
         assert eval_command(args, Settings(judge_model="lexical")) == 0
         comparison = json.loads((out / "comparison.json").read_text())
@@ -132,6 +135,7 @@ def test_a_chart_that_cannot_be_drawn_costs_neither_the_json_nor_the_report(monk
         args = argparse.Namespace(
             files=[str(work / "a.jsonl"), str(work / "b.jsonl")], out=str(work / "out"), metrics=None,
             judge_model=None, k=3, compare=True, labels=None, calibration=None, max_judge_errors=0.1,
+            fail_under=[], fail_under_ci=[], fail_if_worse=[],
         )  # fmt: skip
         assert eval_command(args, Settings(judge_model="lexical")) == 0
         comparison = json.loads((work / "out" / "comparison.json").read_text())

@@ -208,12 +208,12 @@ def test_eval_pauses_the_collector_until_its_judge_is_built_and_restores_it(
     import gc
 
     import agent.build
-    import agent.commands.eval_run
+    import agent.offline.run
     from agent.commands.eval import _main as eval_command
     from agent.config import Settings
 
     seen: dict[str, bool] = {}
-    build_judge, summarise_ = agent.build.build_judge, agent.commands.eval_run.summarise
+    build_judge, summarise_ = agent.build.build_judge, agent.offline.run.summarise
 
     def building(*args: object, **kwargs: object) -> object:
         seen["building the judge"] = gc.isenabled()
@@ -224,11 +224,12 @@ def test_eval_pauses_the_collector_until_its_judge_is_built_and_restores_it(
         return summarise_(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(agent.build, "build_judge", building)
-    monkeypatch.setattr(agent.commands.eval_run, "summarise", summarising)
+    monkeypatch.setattr(agent.offline.run, "summarise", summarising)
     data = _write_jsonl(tmp_path / "set.jsonl", [{"question": "Capital of France?", "response": "Paris."}])
     args = argparse.Namespace(
         files=[str(data)], out=str(tmp_path / "out"), metrics=None, judge_model=None, k=5,
         compare=False, labels=None, calibration=None, max_judge_errors=0.1,
+        fail_under=[], fail_under_ci=[], fail_if_worse=[],
     )  # fmt: skip
     was = gc.isenabled()
     try:
