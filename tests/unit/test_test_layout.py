@@ -2,7 +2,9 @@
 
 No test imports another test module (shared helpers live in tests/support), tests never import
 benchmarks (a statistic a test checks lives in agent/), and benchmarks import nothing of tests but
-tests/support (the real components they run).
+tests/support (the real components they run). Every module of tests/integration is marked
+`integration` in its `pytestmark`, so that `scripts/test fast` (`-m "not integration"`) never starts
+its servers.
 """
 
 from __future__ import annotations
@@ -48,8 +50,47 @@ def violations(root: Path) -> list[str]:
     return found
 
 
+def marks_integration(path: Path) -> bool:
+    """Whether the module-level `pytestmark` names pytest.mark.integration (alone or in a list)."""
+    for node in ast.parse(path.read_text(encoding="utf-8"), filename=str(path)).body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "pytestmark" for t in node.targets
+        ):
+            marks = node.value.elts if isinstance(node.value, ast.List | ast.Tuple) else [node.value]
+            return any(ast.unparse(mark) == "pytest.mark.integration" for mark in marks)
+    return False
+
+
+def unmarked_integration_modules(root: Path) -> list[str]:
+    return [
+        str(path.relative_to(root))
+        for path in sorted((root / "tests" / "integration").glob("test_*.py"))
+        if not marks_integration(path)
+    ]
+
+
 def test_tests_and_benchmarks_import_only_what_the_layout_allows() -> None:
     assert violations(ROOT) == []
+
+
+def test_every_integration_module_is_marked_integration() -> None:
+    assert unmarked_integration_modules(ROOT) == []
+
+
+def test_the_mark_check_reads_pytestmark(tmp_path: Path) -> None:
+    (tmp_path / "tests" / "integration").mkdir(parents=True)
+    modules = {
+        "test_alone.py": "pytestmark = pytest.mark.integration\n",
+        "test_listed.py": "pytestmark = [pytest.mark.integration, pytest.mark.skipif(True, reason='x')]\n",
+        "test_other.py": "pytestmark = pytest.mark.skipif(True, reason='x')\n",
+        "test_none.py": "import pytest\n",
+    }
+    for name, text in modules.items():
+        (tmp_path / "tests" / "integration" / name).write_text(text)
+    assert unmarked_integration_modules(tmp_path) == [
+        "tests/integration/test_none.py",
+        "tests/integration/test_other.py",
+    ]
 
 
 def test_the_check_names_file_and_line(tmp_path: Path) -> None:
