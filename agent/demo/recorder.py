@@ -27,8 +27,13 @@ class Scored:
 class Recorder:
     """Exporter (agent.exporters.base) that watches evaluated interactions."""
 
-    def __init__(self, started: float, bin_seconds: float = 2.0, recent: int = 300) -> None:
+    def __init__(
+        self, started: float, bin_seconds: float = 2.0, recent: int = 300, time_scale: float = 1.0
+    ) -> None:
         self._started = started
+        # Demo seconds per wall-clock second (`ragpulse demo --time-scale`): every time the demo
+        # shows or reports is on the demo's clock.
+        self.time_scale = time_scale
         self.bin_seconds = bin_seconds
         self.first_score_at: float | None = None
         self.scored = 0
@@ -41,7 +46,8 @@ class Recorder:
         self._started = started
 
     def elapsed(self) -> float:
-        return time.monotonic() - self._started
+        """Demo seconds since the start."""
+        return (time.monotonic() - self._started) * self.time_scale
 
     async def start(self) -> None:
         """Nothing to connect."""
