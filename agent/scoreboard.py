@@ -89,9 +89,17 @@ class Scoreboard:
     """Exporter (agent.exporters.base) that watches evaluated interactions."""
 
     def __init__(
-        self, started: float, bin_seconds: float = 2.0, recent: int = 300, max_bins: int = 1800
+        self,
+        started: float,
+        bin_seconds: float = 2.0,
+        recent: int = 300,
+        max_bins: int = 1800,
+        time_scale: float = 1.0,
     ) -> None:
         self._started = started
+        # Shown seconds per wall-clock second (`ragpulse demo --time-scale`): every time the demo
+        # shows or reports is on the demo's clock.
+        self.time_scale = time_scale
         self.bin_seconds = bin_seconds
         self.first_score_at: float | None = None
         self.scored = 0
@@ -105,7 +113,8 @@ class Scoreboard:
         self._started = started
 
     def elapsed(self) -> float:
-        return time.monotonic() - self._started
+        """Seconds since the start, on the shown clock."""
+        return (time.monotonic() - self._started) * self.time_scale
 
     async def start(self) -> None:
         """Nothing to connect."""

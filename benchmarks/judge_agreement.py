@@ -31,7 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from dataclasses import dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry
@@ -42,7 +42,7 @@ from agent.build import build_inner_judge
 from agent.config import Settings
 from agent.judges.base import Judge
 from agent.telemetry import JudgeTelemetry
-from agent.trust.agreement import DEFAULT_THRESHOLDS, auroc, balanced_accuracy, problem_f1
+from agent.trust.agreement import AgreementRow, agreement_table, auroc, balanced_accuracy, problem_f1
 from benchmarks.common.labelled import (
     RELEVANCE_GRID,
     SETS,
@@ -52,46 +52,12 @@ from benchmarks.common.labelled import (
     relevance_cases,
 )
 from benchmarks.harness import Benchmark, Column
-from tests.support.labelled import load_cases, score
+from tests.support.labelled import judge_file, load_cases
 
 
-@dataclass(frozen=True)
-class Agreement:
-    data: str
-    metric: str
-    items: int
-    positives: int
-    auroc: float | None
-    graded_auroc: float | None
-    balanced_accuracy: float | None
-    hallucination_f1: float | None
-
-
-async def agreement(judge: Judge, path: Path) -> list[Agreement]:
-    name, cases = load_cases(path)
-    scored = await asyncio.gather(*(score(judge, c) for c in cases))
-    rows = []
-    for metric, threshold in DEFAULT_THRESHOLDS.items():
-        pairs = [(c, s) for c, s in zip(cases, scored, strict=True) if c.metric == metric]
-        if not pairs:
-            continue
-        labels = [c.label for c, _ in pairs]
-        values = [v if v is not None else 1.0 for _, (v, _) in pairs]
-        graded = [g for _, (_, g) in pairs]
-        predicted = [int(v >= threshold) for v in values]
-        rows.append(
-            Agreement(
-                data=name,
-                metric=metric,
-                items=len(pairs),
-                positives=sum(labels),
-                auroc=auroc(labels, values),
-                graded_auroc=auroc(labels, graded) if all(g is not None for g in graded) else None,  # type: ignore[arg-type]
-                balanced_accuracy=balanced_accuracy(labels, predicted),
-                hallucination_f1=problem_f1(labels, predicted) if metric == "faithfulness" else None,
-            )
-        )
-    return rows
+async def agreement(judge: Judge, path: Path) -> list[AgreementRow]:
+    """The table's rows for one file (agent.trust.agreement.agreement_table, which the tests pin)."""
+    return agreement_table(*await judge_file(judge, path))
 
 
 # -- out of sample ---------------------------------------------------------------------------------
@@ -200,7 +166,7 @@ async def main_async(bench: Benchmark, args: argparse.Namespace) -> None:
     table.header()
     for path in args.files:
         for r in await agreement(judge, Path(path)):
-            table.row(**vars(r))
+            table.row(**asdict(r))
     bench.line(
         "AUROC: of the metric value; AUROC*: of the judge's graded score; BalAcc at the documented threshold"
     )

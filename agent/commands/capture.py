@@ -25,9 +25,7 @@ from typing import Any
 from agent.config import ConfigError, Settings
 
 
-def register(
-    commands: Any, with_settings: Callable[..., argparse.ArgumentParser]
-) -> None:
+def register(commands: Any, with_settings: Callable[..., argparse.ArgumentParser]) -> None:
     parser = with_settings(
         commands.add_parser(
             "capture",

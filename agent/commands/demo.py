@@ -37,6 +37,14 @@ def register(
         help="when the regression starts (default: 40%% of the duration)",
     )
     demo.add_argument("--rate", type=float, default=40.0, help="interactions per second (default 40)")
+    demo.add_argument(
+        "--time-scale",
+        type=_positive,
+        default=1.0,
+        metavar="N",
+        help="run the demo's clock N times faster: the same interactions, regression and report "
+        "(in demo seconds) in 1/N of the time, sent N times faster (default 1)",
+    )
     demo.add_argument("--out", default="ragpulse-demo", metavar="DIR", help="report directory")
     demo.add_argument("--seed", type=int, default=7, help="traffic seed")
     demo.add_argument("--plain", action="store_true", help="plain lines even on a terminal")
@@ -66,12 +74,20 @@ def register(
                      judge_model=None, sample_rate=None)  # fmt: skip
 
 
+def _positive(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be above 0, got {text}")
+    return value
+
+
 def _demo(args: argparse.Namespace, settings: Settings) -> int:
     from agent.demo.run import run_demo
 
     duration = args.duration if args.duration and args.duration > 0 else None
     return run_demo(settings, duration=duration, regress_after=args.regress_after, rate=args.rate,
-                    out_dir=Path(args.out), seed=args.seed, live=False if args.plain else None)  # fmt: skip
+                    out_dir=Path(args.out), seed=args.seed, live=False if args.plain else None,
+                    time_scale=args.time_scale)  # fmt: skip
 
 
 def _demo_app(args: argparse.Namespace, settings: Settings) -> int:

@@ -46,15 +46,19 @@ async def generate(
     started: float,
     until: float | None,
     on_phase: Callable[[Phase], None] = lambda phase: None,
+    time_scale: float = 1.0,
 ) -> int:
-    """Emit `rate` interactions per second until `until` seconds after `started` (None: forever)."""
+    """Emit `rate` interactions per second until `until` seconds after `started` (None: forever).
+
+    Seconds are the demo's: with `time_scale` N its clock runs N times faster than the wall clock,
+    so the same traffic (`rate` per demo second, the schedule) takes 1/N of the wall time."""
     sent = 0
     owed = 0.0
     phase = None
     last = time.monotonic()
     while True:
         now = time.monotonic()
-        elapsed = now - started
+        elapsed = (now - started) * time_scale
         if until is not None and elapsed >= until:
             return sent
         current = schedule.phase(elapsed)
@@ -62,7 +66,7 @@ async def generate(
             phase = current
             on_phase(current)
         # Owed by the clock, not by ticks: a slow tick on a busy machine does not lower the rate.
-        owed += rate * (now - last)
+        owed += rate * time_scale * (now - last)
         last = now
         while owed >= 1.0:
             emitter.emit(model.draw(current))
@@ -109,9 +113,12 @@ def run_demo_app(endpoint: str, rate: float, regress_after: float | None, missin
 
 
 def run_demo(settings: Settings, *, duration: float | None, regress_after: float | None, rate: float,
-             out_dir: Path, seed: int, live: bool | None = None) -> int:  # fmt: skip
+             out_dir: Path, seed: int, live: bool | None = None, time_scale: float = 1.0) -> int:  # fmt: skip
     """Run the demo; returns the exit code. `live`: force the rich view on or off (None: when the
-    output is a terminal)."""
+    output is a terminal). `time_scale`: demo seconds per wall-clock second; durations, `rate` (per
+    demo second) and every time shown or reported are on the demo's clock, so a faster clock sends
+    the same interactions, regression and report in less wall time (the drift detectors count
+    scores, not seconds, and see the same story)."""
     from rich.console import Console
 
     from agent.build import build_agent
@@ -133,7 +140,7 @@ def run_demo(settings: Settings, *, duration: float | None, regress_after: float
     schedule = Schedule(regress_after, missing_after)
     registry = CollectorRegistry()
     demo_telemetry = DemoTelemetry(registry)
-    recorder = Scoreboard(started)
+    recorder = Scoreboard(started, time_scale=time_scale)
     agent = build_agent(settings, registry, observers=[recorder])
     state = DemoState(registry, recorder, schedule, duration, settings.judge.model)
 
@@ -152,7 +159,7 @@ def run_demo(settings: Settings, *, duration: float | None, regress_after: float
         host, port = settings.otlp.address
         emitter = SpanEmitter(f"http://{host}:{port}")
         generator = asyncio.create_task(
-            generate(emitter, TrafficModel(seed), schedule, rate, started, duration, on_phase)
+            generate(emitter, TrafficModel(seed), schedule, rate, started, duration, on_phase, time_scale)
         )
         view = asyncio.create_task(_view(state, console, use_live, stop))
         waiter = asyncio.create_task(stop.wait())
@@ -171,7 +178,8 @@ def run_demo(settings: Settings, *, duration: float | None, regress_after: float
     metrics_host, metrics_port = settings.server.address
     console.print(
         f"ragpulse demo: judge [bold]{settings.judge.model}[/], {rate:g} interactions/s, "
-        f"/metrics on http://{metrics_host}:{metrics_port}/metrics, regression at "
+        + ("" if time_scale == 1 else f"demo clock {time_scale:g}x the wall clock, ")
+        + f"/metrics on http://{metrics_host}:{metrics_port}/metrics, regression at "
         f"{'never' if regress_after is None else f'{regress_after:g}s'}"
         + ("" if duration is None else f", {duration:g}s in all (Ctrl-C ends it early)"),
         highlight=False,
@@ -208,6 +216,7 @@ def demo_data(state: DemoState) -> dict[str, Any]:
     return {
         "judge": state.judge,
         "duration": state.duration,
+        "time_scale": state.recorder.time_scale,
         "first_score_seconds": state.recorder.first_score_at,
         "interactions_scored": state.recorder.scored,
         "phases": {Phase(p).label: at for p, at in sorted(state.phase_started.items())},

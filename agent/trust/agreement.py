@@ -111,6 +111,63 @@ def expected_calibration_error(labels: Values, probabilities: Values, bins: int 
 
 
 @dataclass(frozen=True, slots=True)
+class Judged:
+    """A labelled case as a judge scored it: the metric's value (None when undefined: no claim, so
+    nothing unsupported or off-topic) and the judge's graded score (None when it gives none)."""
+
+    metric: str
+    label: int  # 1 = faithful / relevant
+    value: float | None
+    graded: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class AgreementRow:
+    """One line of a judge's agreement table on a labelled set: AUROC of the metric value and of
+    the graded score (None unless every case has one), balanced accuracy at the documented
+    threshold, and for faithfulness the hallucination F1 (the problem class: unfaithful)."""
+
+    data: str
+    metric: str
+    items: int
+    positives: int
+    auroc: float | None
+    graded_auroc: float | None
+    balanced_accuracy: float | None
+    hallucination_f1: float | None
+
+
+def agreement_table(data: str, judged: Sequence[Judged]) -> list[AgreementRow]:
+    """A row per metric of DEFAULT_THRESHOLDS that the set labels, in that order: the table of
+    benchmarks/judge_agreement.py, whose levels the tests pin on the shared samples."""
+    rows = []
+    for metric, threshold in DEFAULT_THRESHOLDS.items():
+        cases = [j for j in judged if j.metric == metric]
+        if not cases:
+            continue
+        labels = [j.label for j in cases]
+        # An undefined value counts as good: a response without claims has nothing unsupported.
+        values = [1.0 if j.value is None else j.value for j in cases]
+        graded = [j.graded for j in cases]
+        predicted = [int(v >= threshold) for v in values]
+        rows.append(
+            AgreementRow(
+                data=data,
+                metric=metric,
+                items=len(cases),
+                positives=sum(labels),
+                auroc=auroc(labels, values),
+                graded_auroc=auroc(labels, [g for g in graded if g is not None])
+                if all(g is not None for g in graded)
+                else None,
+                balanced_accuracy=balanced_accuracy(labels, predicted),
+                hallucination_f1=problem_f1(labels, predicted) if metric == "faithfulness" else None,
+            )
+        )
+    return rows
+
+
+@dataclass(frozen=True, slots=True)
 class Interval:
     value: float | None
     low: float | None

@@ -23,6 +23,8 @@ from agent.model import RagInteraction, Turn, conversation_query
 from agent.otlp.decode import decode_request
 from tests.support.otlp import Clock, assembler
 
+pytestmark = pytest.mark.integration
+
 CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "agents"
 STACKS = (
     sorted(p.name for p in CORPUS.iterdir() if (p / "expected.json").is_file()) if CORPUS.is_dir() else []

@@ -22,7 +22,7 @@ from tests.support.repo import ROOT, load_module
 
 RULES = ROOT / "deploy/prometheus/rules"
 _missing = missing_binaries("promtool")
-pytestmark = pytest.mark.skipif(_missing is not None, reason=_missing or "")
+pytestmark = [pytest.mark.integration, pytest.mark.skipif(_missing is not None, reason=_missing or "")]
 
 
 def promtool(*args: str, cwd: Path = RULES) -> subprocess.CompletedProcess[str]:

@@ -1,7 +1,8 @@
 """`ragpulse canary` handing its gauges to Prometheus: pushed to a Pushgateway after each run
 (`--pushgateway`, the CronJob way), or served while it runs every canary_interval_seconds
 (`--schedule --metrics-listen`, the long-running way). The judge is the test LLM server, told
-to turn lenient between runs; the Pushgateway is a real HTTP server recording what is pushed."""
+to turn lenient between runs; the Pushgateway is a real HTTP server recording what is pushed. The
+single runs are made in-process (agent.cli.main), the scheduled canary as a subprocess."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import pytest
 
 from tests.support.llm_server import FakeLLMServer
 from tests.support.net import Scrape, free_port, scrape
-from tests.support.probing import CANARY_ITEMS, canary_command, run_canary
+from tests.support.probing import CANARY_ITEMS, Canary, canary_command
 from tests.support.pushgateway import Pushgateway
 from tests.support.repo import ROOT
 
@@ -29,17 +30,20 @@ def agreement(scrape: Scrape, statistic: str) -> float | None:
     return scrape.value("ragpulse_canary_agreement", metric="faithfulness", statistic=statistic)
 
 
-def test_each_complete_run_pushes_the_canary_gauges_to_the_pushgateway(tmp_path: Path) -> None:
+def test_each_complete_run_pushes_the_canary_gauges_to_the_pushgateway(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     with FakeLLMServer() as server, Pushgateway() as gateway:
+        canary = Canary(tmp_path, server, monkeypatch, capsys)  # in-process: five runs
         started = time.time()
-        first = run_canary(tmp_path, server, "--pushgateway", gateway.url)
+        first = canary.run("--pushgateway", gateway.url)
         assert first.returncode == 0, first.stdout + first.stderr
         server.lenient = True  # the judge changed behind the same model name
-        second = run_canary(tmp_path, server, "--pushgateway", gateway.url)
+        second = canary.run("--pushgateway", gateway.url)
         assert second.returncode == 3, second.stdout + second.stderr
         moved_state = json.loads((tmp_path / "canary-state.json").read_text())
         # After review, the operator accepts the new judge: the alert's gauge goes back to 0.
-        third = run_canary(tmp_path, server, "--pushgateway", gateway.url, "--accept")
+        third = canary.run("--pushgateway", gateway.url, "--accept")
         assert third.returncode == 0, third.stdout + third.stderr
         finished = time.time()
         calls = server.stats.calls
@@ -48,7 +52,7 @@ def test_each_complete_run_pushes_the_canary_gauges_to_the_pushgateway(tmp_path:
         # alert watches), as they were.
         state = (tmp_path / "canary-state.json").read_text()
         server.fail_always("400")  # a permanent judge error: not retried
-        failed = run_canary(tmp_path, server, "--pushgateway", gateway.url)
+        failed = canary.run("--pushgateway", gateway.url)
     assert failed.returncode == 1, failed.stdout + failed.stderr
     assert f"the judge failed on {len(CANARY_ITEMS)} of {len(CANARY_ITEMS)} labelled item(s)" in failed.stdout
     assert "canary faithfulness: mean" not in failed.stdout

@@ -1,5 +1,7 @@
 """`ragpulse demo --duration 60` as a user runs it: drift is detected after the injected regression
-and never before, seen from its /metrics while it runs and from the report it writes."""
+and never before, seen from its /metrics while it runs and from the report it writes. Its clock runs
+twice as fast as the wall clock (`--time-scale 2`): the same 60 demo seconds of traffic in 30 s;
+the report's times are demo seconds."""
 
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ def test_demo_detects_the_injected_regression_and_nothing_before(tmp_path: Path)
     out = tmp_path / "demo"
     log = (tmp_path / "demo.log").open("wb")
     process = subprocess.Popen(
-        [sys.executable, "-m", "agent", "demo", "--duration", "60", "--out", str(out)],
+        [sys.executable, "-m", "agent", "demo", "--duration", "60", "--time-scale", "2", "--out", str(out)],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
     url = f"http://127.0.0.1:{metrics_port}/metrics"
@@ -72,6 +74,7 @@ def test_demo_detects_the_injected_regression_and_nothing_before(tmp_path: Path)
     data = json.loads((out / "demo.json").read_text())
     injected = data["regression_injected_at"]
     assert injected is not None and 0 < injected < 60
+    assert data["time_scale"] == 2
     assert data["detections"], data
     assert all(d["at"] > injected for d in data["detections"])
     assert 0 < data["first_score_seconds"] < injected

@@ -1,6 +1,8 @@
 """`ragpulse demo` watched as an operator would: a real Prometheus scrapes it every second and
 evaluates the generated rules (recording rules included), with every `for:` shortened to 2s and
-the baseline rule's windows shortened to the demo's length (20s against the 10m before).
+the baseline rule's windows shortened to the demo's length (16 demo seconds against the 10m before).
+The demo runs its clock twice as fast as the wall clock (`--time-scale 2`): its 100 seconds of
+traffic take 50 s; Prometheus' windows and `for:` are wall-clock ones.
 
 With the defaults (local lexical judge, no absolute threshold) no alert is pending or firing while
 the traffic is healthy, and the drift and baseline alerts fire after the injected regression; and
@@ -30,11 +32,17 @@ from tests.support.repo import ROOT, load_module
 _missing = missing_binaries(PROMETHEUS, ALERTMANAGER)
 pytestmark = [pytest.mark.integration, pytest.mark.skipif(_missing is not None, reason=_missing or "")]
 
-DURATION, REGRESS_AFTER = 130, 80  # seconds of traffic; "missing facts" start at 105
-# The baseline rule with the demo's clock: the last 20s (about 200 scores per route and metric at
-# 40/s over 4 routes) against the 10 minutes before them (every earlier second of the demo).
+# Demo seconds of traffic; "missing facts" start at 80. The drift detectors count scores, so the
+# faster clock shows them the same story; WALL is the run's length in wall-clock seconds. 80
+# interactions per wall second: what a busy 2-core machine keeps up with beside the other tests.
+DURATION, REGRESS_AFTER, TIME_SCALE = 100, 60, 2
+WALL = DURATION / TIME_SCALE
+# The baseline rule with the demo's clock: the last 16 demo seconds, 8 wall ones (about 160 scores
+# per route and metric at 40/s over 4 routes) against the 10 minutes before them (every earlier
+# second of the demo: 200 scores per series in them from about 38 demo seconds on, so the rule
+# watches the last 22 demo seconds of healthy traffic).
 RULE_PARAMS = {
-    "baseline_recent": "20s",
+    "baseline_recent": f"{16 // TIME_SCALE}s",
     "baseline_history": "10m",
     "min_evaluations_1h": 100,
     "min_evaluations_baseline": 200,
@@ -167,7 +175,8 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoRun]:
     log = log_path.open("wb")
     process = subprocess.Popen(
         [sys.executable, "-m", "agent", "demo", "--duration", str(DURATION),
-         "--regress-after", str(REGRESS_AFTER), "--out", str(workdir / "report")],
+         "--regress-after", str(REGRESS_AFTER), "--time-scale", str(TIME_SCALE),
+         "--out", str(workdir / "report")],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
     stack = AlertingStack(workdir, [], targets=[f"127.0.0.1:{metrics_port}"], **RULE_PARAMS)
@@ -186,7 +195,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoRun]:
         stack.wait("the demo scraped", lambda: stack.query('up{job="ragpulse"} == 1'))
         stack.wait("no alert at the first scrape", lambda: not stack.alerts(), timeout=15)
         run = DemoRun(stack, regressed_at=0.0)
-        deadline = time.monotonic() + DURATION + 120
+        deadline = time.monotonic() + WALL + 120
         while process.poll() is None and time.monotonic() < deadline:
             alerts = stack.alerts()
             now = phase()
@@ -210,7 +219,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoRun]:
         # The demo still runs (its traffic is in its last phase): its series are live.
         if process.poll() is None:
             _check_dashboards(run)
-        assert process.wait(timeout=DURATION + 120) == 0, log_path.read_text()[-4000:]
+        assert process.wait(timeout=WALL + 120) == 0, log_path.read_text()[-4000:]
         run.log = log_path.read_text()
         yield run
     finally:

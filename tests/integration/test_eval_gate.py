@@ -17,6 +17,8 @@ from tests.support.golden import golden_items, write_set
 from tests.support.llm_server import FakeLLMServer
 from tests.support.repo import ROOT
 
+pytestmark = pytest.mark.integration
+
 GATE_FAILED = 4
 
 

@@ -22,12 +22,12 @@ from tests.support.net import free_port
 from tests.support.probe_app import GOLDEN, ProbeApp
 from tests.support.probing import (
     SET,
+    Canary,
     K,
     items_scored,
     offline_scores,
     probe_command,
     probe_sums,
-    run_canary,
     run_probe,
     write_golden,
 )
@@ -299,14 +299,20 @@ def test_endpoint_credentials_reach_the_app_and_are_shown_nowhere(
 
 
 def test_a_judge_that_shifts_trips_the_canary_while_probe_scores_stay_put(
-    agent: AgentProcess, app: ProbeApp, golden: Path, tmp_path: Path
+    agent: AgentProcess,
+    app: ProbeApp,
+    golden: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     with FakeLLMServer() as server:
-        first = run_canary(tmp_path, server)
+        canary = Canary(tmp_path, server, monkeypatch, capsys)
+        first = canary.run()
         assert first.returncode == 0, first.stdout + first.stderr
         assert "faithfulness: mean" in first.stdout and "judge moved" not in first.stdout
         server.lenient = True  # the judge changed behind the same model name
-        second = run_canary(tmp_path, server)
+        second = canary.run()
     assert second.returncode == 3, second.stdout + second.stderr
     assert "judge moved: faithfulness" in second.stdout
     assert "may be the judge's, not the app's" in second.stdout

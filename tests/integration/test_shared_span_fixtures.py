@@ -36,7 +36,10 @@ STACKS = {
     ),
 }
 
-pytestmark = pytest.mark.skipif(not SPANS.is_dir(), reason="shared span fixtures are not present")
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(not SPANS.is_dir(), reason="shared span fixtures are not present"),
+]
 
 
 def assembler(wait: float = 30.0, clock=None, metadata: tuple[str, ...] = ()) -> TraceAssembler:  # type: ignore[no-untyped-def]

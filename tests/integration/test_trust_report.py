@@ -12,6 +12,8 @@ import pytest
 
 from agent.cli import main
 
+pytestmark = pytest.mark.integration
+
 CHROMIUM = next((p for p in (shutil.which("chromium"), shutil.which("chromium-browser")) if p), None)
 
 

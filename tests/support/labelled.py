@@ -2,17 +2,20 @@
 
 RAGTruth QA, ARES and HaluEval QA are detected by their fields. `score` asks a Judge what the
 streaming metrics ask it and returns the metric value with the judge's graded score: how
-benchmarks/judge_agreement.py and the calibration tests count a case.
+benchmarks/judge_agreement.py and the calibration tests count a case; `judge_file` scores a whole
+file for agent.trust.agreement.agreement_table.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from agent.judges.base import Judge
 from agent.metrics import answer_relevancy_score, context_relevancy_score, faithfulness_score
+from agent.trust.agreement import Judged
 
 
 @dataclass(frozen=True)
@@ -83,3 +86,12 @@ async def score(judge: Judge, case: Case) -> tuple[float | None, float | None]:
         # Faithfulness is as weak as its weakest claim; relevancy is the average statement.
         graded = min(scores) if case.metric == "faithfulness" else sum(scores) / len(scores)  # type: ignore[arg-type,type-var]
     return value, graded
+
+
+async def judge_file(judge: Judge, path: Path) -> tuple[str, list[Judged]]:
+    """The set's name and every case of the file as `judge` scored it."""
+    name, cases = load_cases(path)
+    scored = await asyncio.gather(*(score(judge, c) for c in cases))
+    return name, [
+        Judged(c.metric, c.label, value, graded) for c, (value, graded) in zip(cases, scored, strict=True)
+    ]

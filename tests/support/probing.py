@@ -1,6 +1,7 @@
-"""Running `ragpulse probe` and `ragpulse canary` as users do (subprocesses), and what they should
-give: the golden set of tests/support/probe_app.py, `ragpulse eval`'s scores of the same items,
-the probe series read back from an agent, and the canary's frozen labelled set."""
+"""Running `ragpulse probe` and `ragpulse canary` as users do (subprocesses; the canary also
+in-process), and what they should give: the golden set of tests/support/probe_app.py, `ragpulse
+eval`'s scores of the same items, the probe series read back from an agent, and the canary's
+frozen labelled set."""
 
 from __future__ import annotations
 
@@ -9,12 +10,16 @@ import json
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from agent.judges.local import LexicalJudge
 from agent.offline.evaluate import OfflineEvaluator, available_metrics
 from agent.offline.records import item_from_row
+from tests.support.cli import Finished, ragpulse_in_process
 from tests.support.llm_server import FakeLLMServer
 from tests.support.net import Scrape
 from tests.support.probe_app import DOCUMENTS, GOLDEN, answer
@@ -118,7 +123,16 @@ def canary_command(
     return [sys.executable, "-m", "agent", "canary", *extra], environment
 
 
-def run_canary(directory: Path, server: FakeLLMServer, *extra: str) -> subprocess.CompletedProcess[str]:
-    """One run of `ragpulse canary`."""
-    argv, env = canary_command(directory, server, *extra)
-    return subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
+@dataclass(frozen=True)
+class Canary:
+    """`ragpulse canary` on the frozen set, run in the test's process (tests/support/cli.py) as
+    often as a test needs; the scheduled canary's tests start the command as a subprocess."""
+
+    directory: Path
+    server: FakeLLMServer
+    monkeypatch: pytest.MonkeyPatch
+    capsys: pytest.CaptureFixture[str]
+
+    def run(self, *extra: str) -> Finished:
+        argv, env = canary_command(self.directory, self.server, *extra)
+        return ragpulse_in_process(argv[3:], env, self.monkeypatch, self.capsys)

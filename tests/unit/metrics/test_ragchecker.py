@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import json
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,8 +18,8 @@ from agent.metrics.ragchecker import (
     claim_check_from_verdicts,
     ragchecker_scores,
 )
+from tests.support.repo import SHARED_DATA
 
-SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 CHECKING_OUTPUTS = SHARED_DATA / "ragchecker_examples" / "checking_outputs.json"
 
 needs_ragchecker_example = pytest.mark.skipif(

@@ -12,9 +12,9 @@ from prometheus_client import CollectorRegistry
 from rich.console import Console
 
 from agent.demo.live import LiveView, PlainView, sparkline
-from agent.demo.run import demo_data, demo_settings
+from agent.demo.run import demo_data, demo_settings, generate
 from agent.demo.state import DemoState
-from agent.demo.traffic import Phase, Schedule, TrafficModel
+from agent.demo.traffic import Phase, Schedule, SyntheticInteraction, TrafficModel
 from agent.exporters.otlp_results import traces_url
 from agent.judges.local import LexicalJudge
 from agent.metrics import STREAMING_METRICS
@@ -51,7 +51,7 @@ def _means(phase: Phase, count: int = 120) -> dict[str, float]:
 
 def test_regression_steps_move_the_local_judges_scores() -> None:
     healthy, irrelevant, missing = (_means(p) for p in Phase)
-    assert healthy["context_precision"] > 0.85
+    assert healthy["context_precision"] > 0.75  # graded usefulness (the lexical support), not 0/1
     assert irrelevant["context_precision"] < healthy["context_precision"] - 0.5  # right passage ranked last
     assert irrelevant["faithfulness"] > 0.95  # the answer is still right
     assert missing["faithfulness"] < 0.2  # answers from memory: wrong numbers and names
@@ -111,6 +111,32 @@ def test_views_render_state() -> None:
     data = demo_data(state)
     assert data["first_score_seconds"] is not None and data["timeline"]["faithfulness"]
     assert sparkline([0.0, 0.5, 1.0, None]) == "▁▅█ "
+
+
+class _Sent:
+    """The emitter's part that `generate` uses: what it was given."""
+
+    def __init__(self) -> None:
+        self.interactions: list[SyntheticInteraction] = []
+
+    def emit(self, interaction: SyntheticInteraction) -> None:
+        self.interactions.append(interaction)
+
+
+def test_a_faster_demo_clock_sends_the_same_traffic_in_less_wall_time() -> None:
+    """`ragpulse demo --time-scale 4`: the rate, the schedule and the recorder's times are in demo
+    seconds, which pass four times faster than wall-clock ones."""
+    sent, phases, rate, until = _Sent(), [], 50.0, 8.0
+    started = time.monotonic()
+    count = asyncio.run(
+        generate(sent, TrafficModel(seed=1), Schedule(2.0), rate, started, until, phases.append, 4.0)  # type: ignore[arg-type]
+    )
+    wall = time.monotonic() - started
+    assert count == len(sent.interactions)
+    # More than the wall clock's rate allows, never more than the demo's 8 seconds hold.
+    assert rate * wall < count <= rate * until
+    assert phases == [Phase.HEALTHY, Phase.IRRELEVANT_FIRST]
+    assert Scoreboard(time.monotonic() - 1.0, time_scale=4.0).elapsed() >= 4.0
 
 
 def test_otlp_results_url() -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,8 +20,8 @@ from agent.metrics.reference import (
     nonllm_context_precision,
     nonllm_context_recall,
 )
+from tests.support.repo import SHARED_DATA
 
-SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 RAGAS_EXAMPLES = SHARED_DATA / "ragas_doc_examples" / "ragas_doc_examples.json"
 
 needs_ragas_examples = pytest.mark.skipif(

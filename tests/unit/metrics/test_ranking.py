@@ -21,8 +21,8 @@ from agent.metrics.ranking import (
     recall_at_k,
     reciprocal_rank,
 )
+from tests.support.repo import SHARED_DATA
 
-SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 TREC_DIR = SHARED_DATA / "trec_eval_test_vectors"
 
 

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
-from agent.judges.base import Judge
 from agent.judges.local import LexicalJudge
-from agent.trust.agreement import DEFAULT_THRESHOLDS, auroc, balanced_accuracy, problem_f1
-from tests.support.labelled import load_cases, score
+from agent.trust.agreement import AgreementRow, Judged, agreement_table, auroc, balanced_accuracy, problem_f1
+from tests.support.labelled import judge_file
 from tests.support.repo import SHARED_DATA
 
 
@@ -25,37 +22,23 @@ def test_agreement_statistics() -> None:
     assert problem_f1([], []) is None
 
 
-@dataclass(frozen=True)
-class Row:
-    data: str
-    metric: str
-    items: int
-    positives: int
-    auroc: float | None
-    graded_auroc: float | None
-    hallucination_f1: float | None
-
-
-async def agreement(judge: Judge, path: Path) -> list[Row]:
-    """What benchmarks/judge_agreement.py prints per metric: the same cases, scores and statistics."""
-    name, cases = load_cases(path)
-    scored = await asyncio.gather(*(score(judge, c) for c in cases))
-    rows = []
-    for metric, threshold in DEFAULT_THRESHOLDS.items():
-        pairs = [(c.label, s) for c, s in zip(cases, scored, strict=True) if c.metric == metric]
-        if not pairs:
-            continue
-        labels = [label for label, _ in pairs]
-        values = [1.0 if v is None else v for _, (v, _) in pairs]
-        graded = [g for _, (_, g) in pairs]
-        predicted = [int(v >= threshold) for v in values]
-        defined = all(g is not None for g in graded)
-        rows.append(
-            Row(name, metric, len(pairs), sum(labels), auroc(labels, values),
-                auroc(labels, graded) if defined else None,  # type: ignore[arg-type]
-                problem_f1(labels, predicted) if metric == "faithfulness" else None)
-        )  # fmt: skip
-    return rows
+def test_agreement_table_has_a_row_per_labelled_metric() -> None:
+    judged = [
+        Judged("faithfulness", 1, 1.0, 0.9),
+        Judged("faithfulness", 1, None, 0.8),  # no claim: counted as faithful
+        Judged("faithfulness", 0, 0.5, 0.2),
+        Judged("faithfulness", 0, 1.0, 0.95),
+        Judged("answer_relevancy", 1, 0.6, None),
+        Judged("answer_relevancy", 0, 0.2, 0.1),
+    ]
+    assert agreement_table("set", judged) == [
+        # values 1, 1, .5, 1 against labels 1, 1, 0, 0: AUROC (1 + .5 + 1 + .5) / 4; graded .9, .8
+        # above .2, below .95: .5; one of the two problems flagged at the threshold 1.0: balanced
+        # accuracy .75, problem F1 2/3.
+        AgreementRow("set", "faithfulness", 4, 2, 0.75, 0.5, 0.75, pytest.approx(2 / 3)),
+        # one graded score missing: no graded AUROC; no hallucination F1 but for faithfulness
+        AgreementRow("set", "answer_relevancy", 2, 1, 1.0, None, 1.0, None),
+    ]
 
 
 @pytest.mark.skipif(not SHARED_DATA.exists(), reason="shared evaluation data not present")
@@ -64,7 +47,8 @@ def test_lexical_judge_agreement_on_the_shared_samples() -> None:
     rows = {}
     for folder in ("ragtruth_qa_sample", "ares_sample", "halueval_qa_sample"):
         (path,) = (SHARED_DATA / folder).glob("*.jsonl")
-        for row in asyncio.run(agreement(judge, path)):
+        # The table benchmarks/judge_agreement.py prints: the same cases, scores and statistics.
+        for row in agreement_table(*asyncio.run(judge_file(judge, path))):
             rows[row.data, row.metric] = row
     ragtruth = rows["RAGTruth QA", "faithfulness"]
     assert (ragtruth.items, ragtruth.positives) == (45, 28)
