@@ -38,7 +38,6 @@ KNOWN_GAPS = {
     "smolagents-codeagent": "the follow-up's earlier turns are read from its raw code-step messages",
     "llamaindex-agentworkflow": "the follow-up reads the earlier turn's hand-off result as a document",
     "google-adk-openinference": "not investigated yet",
-    "google-adk-schema1": "gcp.vertex.agent.* attributes are not read",
     "haystack-agent": "not investigated yet",
     "haystack-agent-native": "haystack.* native tags are not read",
 }

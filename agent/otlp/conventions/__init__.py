@@ -33,6 +33,8 @@ KNOWN_PREFIXES = (
     "gen_ai.operation.name", "gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.retrieval.",
     "gen_ai.conversation.id", "gen_ai.tool.",
     "gen_ai.system_instructions", "tool.name", "tool_call.id", "error.type",
+    # native framework tracing read by the GenAI adapter: Google ADK
+    "gcp.vertex.agent.",
     # the minimal layout, and the default route attribute
     "ragpulse.", "http.route",
     # human labels: OpenInference annotations / evaluations (agent/trust/labels.py)
