@@ -39,7 +39,6 @@ KNOWN_GAPS = {
     "llamaindex-agentworkflow": "the follow-up reads the earlier turn's hand-off result as a document",
     "google-adk-openinference": "not investigated yet",
     "haystack-agent": "not investigated yet",
-    "haystack-agent-native": "haystack.* native tags are not read",
 }
 
 

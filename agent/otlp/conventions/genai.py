@@ -26,8 +26,10 @@ from agent.otlp.conventions import (
     Message,
     Role,
     SpanParts,
+    adk,
     chunk,
     conversation,
+    haystack,
     identity,
     metadata_keys,
     metadata_record,
@@ -37,7 +39,6 @@ from agent.otlp.conventions import (
     text,
     tool_documents,
 )
-from agent.otlp.conventions import adk
 
 OPERATION = "gen_ai.operation.name"
 INPUT_MESSAGES = "gen_ai.input.messages"
@@ -324,7 +325,8 @@ class GenAI:
         elif adk.LLM_REQUEST in attributes:
             return adk.model_call(attributes)
         else:
-            return None
+            # Native tracers that write no GenAI attribute at all (conventions/haystack.py).
+            return haystack.extract(span)
         if role is Role.OTHER:
             return SpanParts(Role.OTHER)
         session_id = identity(attributes, "gen_ai.conversation.id") or identity(attributes, "session.id")
