@@ -20,6 +20,7 @@ from typing import Any
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
 from agent.model import AttributeValue, SpanEvent
+from agent.otlp.conventions import parse_json
 from agent.otlp.decode import (
     Encoding,
     UndecodableError,
@@ -62,10 +63,7 @@ def _event(
     if not trace_id or not span_id or not isinstance(name, str) or not name.startswith(EVENT_PREFIX):
         return None
     if isinstance(body, str) and body[:1] == "{":
-        try:
-            body = json.loads(body)
-        except ValueError:
-            pass
+        body = parse_json(body) or body
     if isinstance(body, Mapping):
         attributes = {**attributes, **body}
     elif body is not None:
