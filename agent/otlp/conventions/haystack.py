@@ -122,7 +122,7 @@ def _component_messages(data: Any) -> list[Any]:
     """The message lists among a component's (or each component's) inputs or outputs."""
     if not isinstance(data, Mapping):
         return []
-    found = []
+    found: list[Any] = []
     for key, value in data.items():
         if key in ("messages", "replies", "last_message") and isinstance(value, (list, Mapping)):
             found.extend(value if isinstance(value, list) else [value])
