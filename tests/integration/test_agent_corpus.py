@@ -33,11 +33,14 @@ STACKS = (
 # Stacks not read right yet, and why (docs/intake.md, "Conformance corpus"). Strict: a stack that
 # starts passing must leave this list.
 KNOWN_GAPS = {
-    "crewai": "no session id and no earlier messages on the follow-up's spans",
+    "crewai": "no session id and no earlier messages on the follow-up's spans: its earlier turns are "
+    "only text pasted into the task description, which no convention states as turns",
     "smolagents-codeagent": "the follow-up's earlier turns are read from its raw code-step messages",
     "llamaindex-agentworkflow": "the follow-up reads the earlier turn's hand-off result as a document",
-    "google-adk-openinference": "not investigated yet",
-    "haystack-agent": "not investigated yet",
+    "google-adk-openinference": "no model-call span (ADK schema 2 has no call_llm span): the answer, the "
+    "agent span's output, has no call to anchor on; the follow-up's earlier documents are in another trace",
+    "haystack-agent": "only Pipeline.run / Agent.run are spans: the turn (tool calls, results, answer) is "
+    "Agent.run's output as ChatMessage reprs, with no call or tool span to anchor it on",
 }
 
 
