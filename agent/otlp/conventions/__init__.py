@@ -55,12 +55,15 @@ class Message(NamedTuple):
     """One input message of a model call, as far as assembly needs it (system prompts dropped).
 
     `role`: "user", "assistant" or "tool" (a tool's result; ReAct observations too); an assistant
-    message that only called tools is not kept. `call_id` ties a tool result to its tool call.
+    message that only called tools is not kept. `call_id` ties a tool result to its tool call;
+    `tool` is the called tool's name, when the conversation states it (a hand-off's result, from
+    an earlier trace, is then no document).
     """
 
     role: str
     content: str
     call_id: str | None = None
+    tool: str | None = None
 
 
 # The conversation a model call was given is kept only when it is one: more than a single user
@@ -325,7 +328,7 @@ def conversation(messages: list[Message]) -> tuple[Message, ...] | None:
         if role == "tool" and final_call:
             role = "assistant"
         final_call = False
-        cut.append(Message(role, content, message.call_id))
+        cut.append(Message(role, content, message.call_id, message.tool))
         if role == "assistant" and _EMBEDDED in message.content:
             # A ReAct scratchpad kept as one assistant message (LlamaIndex's ReActAgent memory):
             # its observations were tool results.
