@@ -35,7 +35,6 @@ STACKS = (
 KNOWN_GAPS = {
     "crewai": "no session id and no earlier messages on the follow-up's spans: its earlier turns are "
     "only text pasted into the task description, which no convention states as turns",
-    "smolagents-codeagent": "the follow-up's earlier turns are read from its raw code-step messages",
     "google-adk-openinference": "no model-call span (ADK schema 2 has no call_llm span): the answer, the "
     "agent span's output, has no call to anchor on; the follow-up's earlier documents are in another trace",
     "haystack-agent": "only Pipeline.run / Agent.run are spans: the turn (tool calls, results, answer) is "

@@ -8,6 +8,7 @@ nothing else, so the assembler never sees attribute names. Adapters read
 
 from __future__ import annotations
 
+import ast
 import json
 import math
 import re
@@ -297,6 +298,21 @@ _NEW_TASK = "New task:\n"
 _LOGS = "Execution logs:"
 _LAST_OUTPUT = "Last output from code snippet:"  # smolagents opens each user task with it
 _FINAL_CALL = ("final_answer", "final_result")
+# A code step (smolagents' CodeAgent): the tool calls an assistant wrote as code. It answers only
+# when the code calls final_answer with a literal, the answer.
+_CODE = "<code>"
+_FINAL_ANSWER = re.compile(r"""final_answer\(\s*("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')\s*\)""")
+
+
+def _code_answer(content: str) -> str | None:
+    found = _FINAL_ANSWER.search(content)
+    if found is None:
+        return None
+    try:
+        value = ast.literal_eval(found.group(1))
+    except (ValueError, SyntaxError):
+        return None
+    return value if isinstance(value, str) else None
 
 
 def conversation(messages: list[Message]) -> tuple[Message, ...] | None:
@@ -316,6 +332,11 @@ def conversation(messages: list[Message]) -> tuple[Message, ...] | None:
         if role == "tool-call":  # an assistant turn that only called tools, written as text
             final_call = any(name in content for name in _FINAL_CALL)
             continue
+        if role == "assistant" and _CODE in content:
+            answer = _code_answer(content)
+            if answer is None:
+                continue  # a step that only called tools, written as code
+            content = answer
         if role != "tool" and i != last_user and len(content) > TURN_CHARS:
             content = content[:TURN_CHARS]
         if role in ("user", "tool") and content.startswith(_OBSERVATION):
@@ -328,6 +349,8 @@ def conversation(messages: list[Message]) -> tuple[Message, ...] | None:
         if role == "tool" and final_call:
             role = "assistant"
         final_call = False
+        if role == "assistant" and not content.strip():
+            continue  # says nothing (a CodeAgent's final step printed nothing: its answer is above)
         cut.append(Message(role, content, message.call_id, message.tool))
         if role == "assistant" and _EMBEDDED in message.content:
             # A ReAct scratchpad kept as one assistant message (LlamaIndex's ReActAgent memory):
