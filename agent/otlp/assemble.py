@@ -19,6 +19,7 @@ Every span is accounted for exactly once: assembled, skipped with a reason, or s
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -37,6 +38,7 @@ from agent.otlp.buffer import (
     TraceBuffer,
 )
 from agent.otlp.conventions import KNOWN_PREFIXES, Convention, Role, SpanParts
+from agent.otlp.logs import LogEvent, WaitingEvents
 from agent.otlp.probes import TRACE_MISSING, mark_probe, probe_of
 from agent.otlp.rules import Finding, history
 from agent.otlp.rules.agent import agent_findings, is_agent_trace, settled
@@ -89,6 +91,10 @@ class Assembler(Protocol):
 
     def oldest_pending(self) -> int | None:
         """Sequence number of the oldest request with spans still buffered, if any."""
+        ...
+
+    def add_logs(self, events: Iterable[LogEvent]) -> None:
+        """Take log events (otlp/logs.py): each becomes an event of its span when that arrives."""
         ...
 
     def expire(self, now: float) -> Assembly:
@@ -190,6 +196,7 @@ class TraceAssembler:
         )
         self._probes: dict[str, Probe] = {}  # the golden item of each buffered probe trace
         self._sessions = sessions if sessions is not None else Sessions()
+        self._waiting = WaitingEvents()  # log events whose span has not arrived yet
 
     # -- the Assembler protocol -------------------------------------------------------------------
 
@@ -206,6 +213,8 @@ class TraceAssembler:
             if is_self:
                 out.skipped[SELF] += 1
                 continue
+            if self._waiting and (logged := self._waiting.take(span.trace_id, span.span_id)):
+                span = dataclasses.replace(span, events=span.events + logged)
             probe = probe_of(span)
             if probe is not None:
                 probes[span.trace_id] = probe
@@ -262,6 +271,12 @@ class TraceAssembler:
 
     def oldest_pending(self) -> int | None:
         return self._buffer.oldest_sequence()
+
+    def add_logs(self, events: Iterable[LogEvent]) -> None:
+        # Held until the span arrives (a record is written while its span is open, and the two
+        # are exported by separate processors). A record for a span already assembled is not
+        # read: its span's parts were taken on arrival (docs/intake.md, "Logs").
+        self._waiting.add(events)
 
     # -- buffering --------------------------------------------------------------------------------
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from agent.otlp.decode import DecodedRequest
+from agent.otlp.logs import DecodedLogs
 
 
 class Intake(Protocol):
@@ -31,6 +32,13 @@ class Intake(Protocol):
 
         Returns the request's sequence number: its work is finished once `low_watermark()`
         exceeds it.
+        """
+        ...
+
+    def accept_logs(self, logs: DecodedLogs, source: str) -> None:
+        """Take one decoded logs request: its GenAI events join their spans (agent/otlp/logs.py).
+
+        Nothing is scored from logs alone, so no sequence number: the spans carry the work.
         """
         ...
 

@@ -8,6 +8,8 @@ spec says, on 127.0.0.1:4317 by default (what most SDKs and the Collector send w
 - UNAVAILABLE with a google.rpc.RetryInfo detail while intake is paused (evaluation queue full,
   judge unavailable): the exporter retries after that delay.
 - gzip (grpc-encoding) is inflated by gRPC itself; the size limit applies to the inflated request.
+- `opentelemetry.proto.collector.logs.v1.LogsService/Export` on the same server, with the same
+  limits and pause: the GenAI events of log records join their spans (agent/otlp/logs.py).
 
 The request bytes are decoded by agent/otlp/decode.py, the same decoder as OTLP/HTTP and Kafka,
 so every receiver rejects and dead-letters the same spans for the same reasons; as on OTLP/HTTP,
@@ -32,11 +34,13 @@ import grpc
 from google.protobuf import duration_pb2
 from google.protobuf.any_pb2 import Any as AnyProto
 from google.rpc import code_pb2, error_details_pb2, status_pb2
+from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from prometheus_client import Counter
 
 from agent.infra.listening import check_bindable, listen_error
 from agent.otlp.decode import UndecodableError, decode_request
+from agent.otlp.logs import decode_logs
 from agent.sources import refusals
 from agent.sources.base import Intake
 from agent.sources.handover import ACCEPT_SLICE_SPANS, DECODE_INLINE_BYTES, slices
@@ -46,6 +50,7 @@ log = logging.getLogger(__name__)
 SOURCE = "otlp_grpc"
 _Response = trace_service_pb2.ExportTraceServiceResponse
 SERVICE = trace_service_pb2.DESCRIPTOR.services_by_name["TraceService"].full_name
+LOGS_SERVICE = logs_service_pb2.DESCRIPTOR.services_by_name["LogsService"].full_name
 # gRPC core refuses anything beyond this multiple of the limit before the handler sees it (uncounted);
 # between 1x and this, the handler refuses it and counts it as too_large.
 _CORE_LIMIT_FACTOR = 2
@@ -147,6 +152,20 @@ class OtlpGrpcSource:
             self._credentials,
             self._interceptors,
         )
+        # The LogsService on the same server: GenAI events as log records (agent/otlp/logs.py).
+        self._server.add_generic_rpc_handlers(
+            (
+                grpc.method_handlers_generic_handler(
+                    LOGS_SERVICE,
+                    {
+                        "Export": grpc.unary_unary_rpc_method_handler(
+                            self._export_logs,
+                            response_serializer=logs_service_pb2.ExportLogsServiceResponse.SerializeToString,
+                        )
+                    },
+                ),
+            )
+        )
         await self._server.start()
         log.info("OTLP/gRPC receiver on %s (port %d)", self._address, self.bound_port)
 
@@ -169,11 +188,27 @@ class OtlpGrpcSource:
         if self._refused is not None:
             self._refused.labels(SOURCE, reason).inc()
 
-    async def _export(
+    async def _export_logs(
         self, body: bytes, context: grpc.aio.ServicerContext
-    ) -> trace_service_pb2.ExportTraceServiceResponse:
+    ) -> logs_service_pb2.ExportLogsServiceResponse:
         intake = self._intake
         assert intake is not None
+        await self._admit(intake, body, context)
+        try:
+            decoded = decode_logs(body, "protobuf")
+        except UndecodableError as exc:
+            self._refuse(refusals.UNDECODABLE)
+            intake.dead_letter("undecodable", str(exc))
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                str(exc),
+                _status_details(code_pb2.INVALID_ARGUMENT, str(exc)),
+            )
+        intake.accept_logs(decoded, SOURCE)
+        return logs_service_pb2.ExportLogsServiceResponse()
+
+    async def _admit(self, intake: Intake, body: bytes, context: grpc.aio.ServicerContext) -> None:
+        """Abort the call when the body is too large or intake is paused."""
         if len(body) > self._max_body_bytes:
             message = f"request of {len(body)} bytes exceeds {self._max_body_bytes}; send smaller batches"
             self._refuse(refusals.TOO_LARGE)
@@ -192,6 +227,13 @@ class OtlpGrpcSource:
                 message,
                 _status_details(code_pb2.UNAVAILABLE, message, intake.retry_after_seconds()),
             )
+
+    async def _export(
+        self, body: bytes, context: grpc.aio.ServicerContext
+    ) -> trace_service_pb2.ExportTraceServiceResponse:
+        intake = self._intake
+        assert intake is not None
+        await self._admit(intake, body, context)
         try:
             if len(body) <= DECODE_INLINE_BYTES or self._decoder is None:
                 decoded = decode_request(body, "protobuf")

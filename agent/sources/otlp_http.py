@@ -1,5 +1,8 @@
 """OTLP/HTTP receiver: `POST /v1/traces` with protobuf or JSON bodies, as the OTLP spec says.
 
+`POST /v1/logs` takes log records the same way (same limits, refusals and pause): the GenAI
+events they carry join their spans (agent/otlp/logs.py); it answers an ExportLogsServiceResponse.
+
 - 200 with an ExportTraceServiceResponse in the request's encoding; `partial_success` counts the
   spans that were rejected (e.g. malformed ids) and says why.
 - 400 with a google.rpc.Status when the body cannot be decoded or decompressed (not retryable);
@@ -32,12 +35,14 @@ from aiohttp.http_exceptions import ContentEncodingError
 from aiohttp.web_protocol import RequestPayloadError
 from google.protobuf import json_format
 from google.rpc import code_pb2, status_pb2
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from agent.config import OtlpSettings
 from agent.infra.endpoint_security import EndpointSecurity, otlp_bearer_token, otlp_security
 from agent.infra.listening import listen_error
 from agent.otlp.decode import DecodedRequest, Encoding, UndecodableError, decode_request
+from agent.otlp.logs import DecodedLogs, decode_logs
 from agent.sources import refusals
 from agent.sources.base import Intake, Source
 from agent.sources.handover import ACCEPT_SLICE_SPANS, DECODE_INLINE_BYTES, slices
@@ -77,7 +82,9 @@ _REFUSAL: Any = (
 )
 
 
-def _encode(message: status_pb2.Status | ExportTraceServiceResponse, encoding: Encoding) -> bytes:
+def _encode(
+    message: status_pb2.Status | ExportTraceServiceResponse | ExportLogsServiceResponse, encoding: Encoding
+) -> bytes:
     if encoding == "json":
         return json_format.MessageToJson(message, indent=None).encode()
     return message.SerializeToString()
@@ -151,6 +158,12 @@ def _inflate_and_decode(body: bytes, content_encoding: str, encoding: Encoding, 
     return decode_request(_inflate(body, content_encoding, limit), encoding)
 
 
+def _inflate_and_decode_logs(
+    body: bytes, content_encoding: str, encoding: Encoding, limit: int
+) -> DecodedLogs:
+    return decode_logs(_inflate(body, content_encoding, limit), encoding)
+
+
 class OtlpHttpSource:
     name = SOURCE
 
@@ -179,6 +192,7 @@ class OtlpHttpSource:
         security = self._security  # TLS and bearer token (agent/infra/endpoint_security.py), off by default
         app = web.Application(client_max_size=self._max_body_bytes, middlewares=security.middlewares)
         app.router.add_post("/v1/traces", self._handle)
+        app.router.add_post("/v1/logs", self._handle_logs)  # GenAI events as log records (otlp/logs.py)
         self._runner = web.AppRunner(
             app,
             handle_signals=False,
@@ -217,9 +231,12 @@ class OtlpHttpSource:
     async def shutdown(self, timeout: float) -> None:
         await self.stop()
 
-    async def _handle(self, request: web.Request) -> web.Response:
+    async def _handle_logs(self, request: web.Request) -> web.Response:
+        return await self._handle(request, logs=True)
+
+    async def _handle(self, request: web.Request, logs: bool = False) -> web.Response:
         try:
-            return await self._receive(request)
+            return await (self._receive_logs(request) if logs else self._receive(request))
         except (asyncio.CancelledError, ConnectionError):
             raise  # the client went away: there is no one to answer
         except Exception as exc:  # never a 500: a body that trips a bug must not be retried forever
@@ -234,7 +251,8 @@ class OtlpHttpSource:
                 refusals.INTERNAL_ERROR,
             )
 
-    async def _receive(self, request: web.Request) -> web.Response:
+    async def _read(self, request: web.Request) -> tuple[bytes, str, Encoding] | web.Response:
+        """The request's body, content encoding and encoding; or the refusal to answer with."""
         intake = self._intake
         assert intake is not None
         media_type = request.content_type
@@ -274,13 +292,43 @@ class OtlpHttpSource:
             )
             response.headers["Retry-After"] = str(max(1, round(intake.retry_after_seconds())))
             return response
+        return body, content_encoding, encoding
 
+    async def _decode(self, work: Any, size: int, identity: bool) -> Any:
+        if (identity and size <= DECODE_INLINE_BYTES) or self._decoder is None:
+            return work()
+        return await asyncio.get_running_loop().run_in_executor(self._decoder, work)
+
+    async def _receive_logs(self, request: web.Request) -> web.Response:
+        read = await self._read(request)
+        if isinstance(read, web.Response):
+            return read
+        body, content_encoding, encoding = read
+        intake = self._intake
+        assert intake is not None
+        work = functools.partial(
+            _inflate_and_decode_logs, body, content_encoding, encoding, self._max_body_bytes
+        )
+        try:
+            decoded = await self._decode(work, len(body), content_encoding == "identity")
+        except _TooLarge:
+            return self._too_large(encoding)
+        except UndecodableError as exc:
+            return self._undecodable(str(exc), encoding)
+        intake.accept_logs(decoded, SOURCE)
+        reply = ExportLogsServiceResponse()
+        return web.Response(body=_encode(reply, encoding), content_type=_content_type(encoding))
+
+    async def _receive(self, request: web.Request) -> web.Response:
+        read = await self._read(request)
+        if isinstance(read, web.Response):
+            return read
+        body, content_encoding, encoding = read
+        intake = self._intake
+        assert intake is not None
         work = functools.partial(_inflate_and_decode, body, content_encoding, encoding, self._max_body_bytes)
         try:
-            if (content_encoding == "identity" and len(body) <= DECODE_INLINE_BYTES) or self._decoder is None:
-                decoded = work()
-            else:
-                decoded = await asyncio.get_running_loop().run_in_executor(self._decoder, work)
+            decoded: DecodedRequest = await self._decode(work, len(body), content_encoding == "identity")
         except _TooLarge:
             return self._too_large(encoding)
         except UndecodableError as exc:

@@ -21,6 +21,7 @@ from agent.judges.local import assess_chunks
 from agent.metrics.ranking import context_precision_at_k
 from agent.model import RagInteraction, Turn, conversation_query
 from agent.otlp.decode import decode_request
+from agent.otlp.logs import decode_logs
 from tests.support.otlp import Clock, assembler
 
 pytestmark = pytest.mark.integration
@@ -34,22 +35,24 @@ STACKS = (
 # Stacks not read right yet, and why (docs/intake.md, "Conformance corpus"). Strict: a stack that
 # starts passing must leave this list.
 KNOWN_GAPS = {
-    "genai-openai-v2-events": "messages are OTLP log records; ragpulse takes traces only",
-    "semantic-kernel": "the follow-up's earlier documents reached the model only in log records",
-    "crewai": "no session id and no earlier messages on the follow-up's spans",
-    "smolagents-codeagent": "the follow-up's earlier turns are read from its raw code-step messages",
-    "llamaindex-agentworkflow": "the follow-up reads the earlier turn's hand-off result as a document",
-    "google-adk-openinference": "not investigated yet",
-    "google-adk-schema1": "gcp.vertex.agent.* attributes are not read",
-    "haystack-agent": "not investigated yet",
-    "haystack-agent-native": "haystack.* native tags are not read",
+    "crewai": "no session id and no earlier messages on the follow-up's spans: its earlier turns are "
+    "only text pasted into the task description, which no convention states as turns",
+    "google-adk-openinference": "no model-call span (ADK schema 2 has no call_llm span): the answer, the "
+    "agent span's output, has no call to anchor on; the follow-up's earlier documents are in another trace",
+    "haystack-agent": "only Pipeline.run / Agent.run are spans: the turn (tool calls, results, answer) is "
+    "Agent.run's output as ChatMessage reprs, with no call or tool span to anchor it on",
 }
 
 
 def _replay(stack: str) -> list[RagInteraction]:
     intake = assembler(clock=Clock())
     interactions: list[RagInteraction] = []
+    # Log records (the GenAI events API) are replayed before the spans of the same export: the
+    # SDK writes a record while its span is open.
+    logs = {body.name: body for body in (CORPUS / stack / "otlp-logs").glob("*.pb")}
     for sequence, body in enumerate(sorted((CORPUS / stack / "otlp").glob("*.pb"))):
+        if body.name in logs:
+            intake.add_logs(decode_logs(logs[body.name].read_bytes(), "protobuf").events)
         decoded = decode_request(body.read_bytes(), "protobuf")
         assert decoded.rejected == []
         interactions.extend(intake.add(decoded.spans, sequence).interactions)

@@ -8,6 +8,7 @@ nothing else, so the assembler never sees attribute names. Adapters read
 
 from __future__ import annotations
 
+import ast
 import json
 import math
 import re
@@ -33,6 +34,8 @@ KNOWN_PREFIXES = (
     "gen_ai.operation.name", "gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.retrieval.",
     "gen_ai.conversation.id", "gen_ai.tool.",
     "gen_ai.system_instructions", "tool.name", "tool_call.id", "error.type",
+    # native framework tracing read by the GenAI adapter: Google ADK
+    "gcp.vertex.agent.",
     # the minimal layout, and the default route attribute
     "ragpulse.", "http.route",
     # human labels: OpenInference annotations / evaluations (agent/trust/labels.py)
@@ -53,12 +56,15 @@ class Message(NamedTuple):
     """One input message of a model call, as far as assembly needs it (system prompts dropped).
 
     `role`: "user", "assistant" or "tool" (a tool's result; ReAct observations too); an assistant
-    message that only called tools is not kept. `call_id` ties a tool result to its tool call.
+    message that only called tools is not kept. `call_id` ties a tool result to its tool call;
+    `tool` is the called tool's name, when the conversation states it (a hand-off's result, from
+    an earlier trace, is then no document).
     """
 
     role: str
     content: str
     call_id: str | None = None
+    tool: str | None = None
 
 
 # The conversation a model call was given is kept only when it is one: more than a single user
@@ -292,6 +298,21 @@ _NEW_TASK = "New task:\n"
 _LOGS = "Execution logs:"
 _LAST_OUTPUT = "Last output from code snippet:"  # smolagents opens each user task with it
 _FINAL_CALL = ("final_answer", "final_result")
+# A code step (smolagents' CodeAgent): the tool calls an assistant wrote as code. It answers only
+# when the code calls final_answer with a literal, the answer.
+_CODE = "<code>"
+_FINAL_ANSWER = re.compile(r"""final_answer\(\s*("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')\s*\)""")
+
+
+def _code_answer(content: str) -> str | None:
+    found = _FINAL_ANSWER.search(content)
+    if found is None:
+        return None
+    try:
+        value = ast.literal_eval(found.group(1))
+    except (ValueError, SyntaxError):
+        return None
+    return value if isinstance(value, str) else None
 
 
 def conversation(messages: list[Message]) -> tuple[Message, ...] | None:
@@ -311,6 +332,11 @@ def conversation(messages: list[Message]) -> tuple[Message, ...] | None:
         if role == "tool-call":  # an assistant turn that only called tools, written as text
             final_call = any(name in content for name in _FINAL_CALL)
             continue
+        if role == "assistant" and _CODE in content:
+            answer = _code_answer(content)
+            if answer is None:
+                continue  # a step that only called tools, written as code
+            content = answer
         if role != "tool" and i != last_user and len(content) > TURN_CHARS:
             content = content[:TURN_CHARS]
         if role in ("user", "tool") and content.startswith(_OBSERVATION):
@@ -323,7 +349,9 @@ def conversation(messages: list[Message]) -> tuple[Message, ...] | None:
         if role == "tool" and final_call:
             role = "assistant"
         final_call = False
-        cut.append(Message(role, content, message.call_id))
+        if role == "assistant" and not content.strip():
+            continue  # says nothing (a CodeAgent's final step printed nothing: its answer is above)
+        cut.append(Message(role, content, message.call_id, message.tool))
         if role == "assistant" and _EMBEDDED in message.content:
             # A ReAct scratchpad kept as one assistant message (LlamaIndex's ReActAgent memory):
             # its observations were tool results.

@@ -26,8 +26,10 @@ from agent.otlp.conventions import (
     Message,
     Role,
     SpanParts,
+    adk,
     chunk,
     conversation,
+    haystack,
     identity,
     metadata_keys,
     metadata_record,
@@ -320,8 +322,11 @@ class GenAI:
             role = _OPERATIONS.get(operation, Role.OTHER)
         elif INPUT_MESSAGES in attributes or OUTPUT_MESSAGES in attributes:
             role = Role.LLM
+        elif adk.LLM_REQUEST in attributes:
+            return adk.model_call(attributes)
         else:
-            return None
+            # Native tracers that write no GenAI attribute at all (conventions/haystack.py).
+            return haystack.extract(span)
         if role is Role.OTHER:
             return SpanParts(Role.OTHER)
         session_id = identity(attributes, "gen_ai.conversation.id") or identity(attributes, "session.id")
@@ -340,6 +345,8 @@ class GenAI:
                 empty=empty,
             )
         if role is Role.TOOL:
+            if adk.merged_tools(attributes):
+                return SpanParts(Role.OTHER)
             failed = (
                 span.failed or "error.type" in attributes or any(e.name == "exception" for e in span.events)
             )
@@ -347,15 +354,19 @@ class GenAI:
             result = raw if isinstance(raw, str) else _response_text(raw)  # text as the model got it
             arguments = structured(attributes.get("gen_ai.tool.call.arguments"))
             if result is None or arguments is None:
-                # PydanticAI's `tool_response` / `tool_arguments`, Strands' tool events.
+                # PydanticAI's `tool_response` / `tool_arguments`, Google ADK's, Strands' tool events.
                 native = span.attributes
                 events = _events(span) if span.events else None
                 result = (
-                    result or text(native.get("tool_response")) or (events.tool_result if events else None)
+                    result
+                    or text(native.get("tool_response"))
+                    or text(attributes.get(adk.TOOL_RESPONSE))
+                    or (events.tool_result if events else None)
                 )
                 arguments = (
                     arguments
                     or structured(native.get("tool_arguments"))
+                    or structured(attributes.get(adk.TOOL_ARGS))
                     or (parse_json(events.tool_input) if events and events.tool_input else None)
                 )
             if result is not None and result[:2] == "[{":

@@ -161,10 +161,22 @@ def _input_messages(
     system: list[str] = []
     missing = 0
     get = attributes.get
+    names: dict[str, str] = {}  # the tool each call id called, from the assistant's tool calls
     for index in range(_MAX_DOCUMENTS):
         base = f"{_INPUT_MESSAGES}.{index}.message."
         role = get(base + "role")
         content = get(base + "content")
+        called = get(base + "tool_calls.0.tool_call.id")
+        if isinstance(called, str):
+            for k in range(_MAX_DOCUMENTS):
+                call, name = (
+                    get(f"{base}tool_calls.{k}.tool_call.id"),
+                    get(f"{base}tool_calls.{k}.tool_call.function.name"),
+                )
+                if not isinstance(call, str):
+                    break
+                if isinstance(name, str):
+                    names[call] = name
         if role is None and content is None:
             missing += 1
             if missing > _MAX_GAP:
@@ -184,7 +196,8 @@ def _input_messages(
             system.append(content)
             continue
         call_id = get(base + "tool_call_id")
-        messages.append(Message(role, content, call_id if isinstance(call_id, str) else None))
+        call_id = call_id if isinstance(call_id, str) else None
+        messages.append(Message(role, content, call_id, names.get(call_id) if call_id else None))
     return conversation(messages), "\n\n".join(system) or None
 
 

@@ -227,7 +227,11 @@ def _is_control_tool(piece: Piece) -> bool:
     """A tool that only steers the loop (DSPy ReAct's `finish`, a hand-off to another agent:
     LlamaIndex's `handoff`, the OpenAI Agents SDK's `transfer_to_<agent>`): neither a search nor
     the answer."""
-    name = (_tool_name(piece) or piece.name).lower()
+    return _control_name(_tool_name(piece) or piece.name)
+
+
+def _control_name(name: str) -> bool:
+    name = name.lower()
     return name in _CONTROL_TOOLS or name.startswith(("finish.", "finish ", "transfer_to_"))
 
 
@@ -418,6 +422,8 @@ def agent_answers(tree: TraceTree) -> list[Answer]:
                 taken.setdefault(hit.piece.span_id, hit)
                 chunks.append(chunk)
             if not hits and message is not None and message.role == "tool":
+                if message.tool is not None and _control_name(message.tool):
+                    continue  # a hand-off's result in an earlier turn: no search
                 chunks.extend(tool_documents(message.content))
         for unseen in in_turn:
             if unseen.piece.span_id not in taken:
