@@ -31,6 +31,7 @@ from agent.observers import Marker, Observer
 from agent.otlp import mark_own_telemetry
 from agent.otlp.assemble import Assembler, Assembly
 from agent.otlp.decode import DecodedRequest
+from agent.otlp.logs import DecodedLogs
 from agent.sampling import THROTTLED_REASONS, Sampler
 from agent.sources.base import Source
 from agent.telemetry import PipelineTelemetry
@@ -153,6 +154,10 @@ class Pipeline:
             observer.on_spans(request.spans, source)
         self._take(self._assembler.add(request.spans, sequence))
         return sequence
+
+    def accept_logs(self, logs: DecodedLogs, source: str) -> None:
+        # GenAI events written as log records wait in the assembler for their span.
+        self._assembler.add_logs(logs.events)
 
     def low_watermark(self) -> int:
         return self._ledger.watermark

@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-EXTRA_HINT = 'install the trust extra: pip install "ragpulse[trust]"'
+EXTRA_HINT = 'install the trust extra from the clone: pip install ".[trust]"'
 
 
 def add_commands(commands: Any) -> None:

@@ -104,7 +104,7 @@ def _gate(args: argparse.Namespace) -> Gate:
 
 
 def main(args: argparse.Namespace, settings: Settings) -> int:
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)  # an error is one line, however long its path
     # In a log (no terminal) lines may be long: tables at their natural width, nothing cut.
     piped = not sys.stdout.isatty()
     out = Console(soft_wrap=piped, width=LOG_WIDTH if piped else None)

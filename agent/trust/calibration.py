@@ -2,7 +2,7 @@
 
 Two methods: isotonic regression (monotone step function, no shape assumed; needs a few hundred
 labels) and Platt scaling (a logistic curve in the score; two parameters, steadier on few labels).
-Fitting needs numpy/scipy (`pip install "ragpulse[trust]"`); applying a saved calibration is pure
+Fitting needs numpy/scipy (`pip install ".[trust]"` from the clone); applying a saved calibration is pure
 Python, so `ragpulse run` loads one without them.
 
 The file is small and versioned:

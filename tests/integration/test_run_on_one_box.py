@@ -145,7 +145,9 @@ def test_live_view_in_a_terminal_shows_the_lowest_scored_trace(tmp_path: Path) -
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAGPULSE_")}
     env.update(RAGPULSE_OTLP_GRPC_LISTEN=f"127.0.0.1:{grpc}", RAGPULSE_METRICS="context_precision")
     subprocess.run(
-        ["tmux", "new-session", "-d", "-s", session, "-x", "160", "-y", "50", "-c", str(ROOT), command],
+        # Its own tmux server (-L): another server's options or clients cannot size this window.
+        ["tmux", "-L", session, "-f", "/dev/null", "new-session", "-d", "-s", session,
+         "-x", "160", "-y", "50", "-c", str(ROOT), command],
         env=env, check=True,
     )  # fmt: skip
     try:
@@ -166,7 +168,7 @@ def test_live_view_in_a_terminal_shows_the_lowest_scored_trace(tmp_path: Path) -
             time.sleep(0.2)
             screen = capture(session)
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", session], check=False)
+        subprocess.run(["tmux", "-L", session, "kill-server"], check=False)
     # The dashboard: means per metric, and the worst interaction with its verdicts and trace id.
     assert "lowest-scored recent interactions" in screen, screen
     assert trace_id in screen, screen
@@ -176,5 +178,7 @@ def test_live_view_in_a_terminal_shows_the_lowest_scored_trace(tmp_path: Path) -
 
 
 def capture(session: str) -> str:
-    result = subprocess.run(["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True)
+    result = subprocess.run(
+        ["tmux", "-L", session, "capture-pane", "-p", "-t", session], capture_output=True, text=True
+    )
     return result.stdout

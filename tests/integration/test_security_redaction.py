@@ -25,6 +25,7 @@ from agent.metrics import STREAMING_METRICS
 from agent.model import Chunk, RagInteraction
 from agent.redact import RedactionRules, Redactor
 from tests.support.agent_process import AgentProcess
+from tests.support.judges import Binary
 from tests.support.llm_server import FakeLLMServer
 from tests.support.spans import openinference_single_span
 
@@ -99,7 +100,8 @@ def export(agent: AgentProcess) -> None:
 
 
 def expected_scores() -> dict[str, float | None]:
-    """The lexical judge's scores on the interaction as the redactor leaves it."""
+    """The lexical judge's yes/no verdicts' scores on the interaction as the redactor leaves it (the
+    test LLM server answers yes/no as the lexical judge thresholds)."""
     redactor = Redactor(RedactionRules(patterns=PATTERNS, allow=(ALLOWED,)))
     query, response, *chunks = redactor.redact([QUERY, RESPONSE, *CHUNKS]).texts
     redacted = RagInteraction(
@@ -107,7 +109,7 @@ def expected_scores() -> dict[str, float | None]:
     )
 
     async def run() -> dict[str, float | None]:
-        judge = LexicalJudge()
+        judge = Binary(LexicalJudge())
         results = [await metric().evaluate(redacted, judge) for metric in STREAMING_METRICS.values()]
         return {r.metric: r.value for r in results}
 
