@@ -142,7 +142,10 @@ def test_live_view_in_a_terminal_shows_the_lowest_scored_trace(tmp_path: Path) -
         f"{sys.executable} -m agent run --live --otlp-listen 127.0.0.1:{otlp} "
         f"--metrics-listen 127.0.0.1:{metrics}"
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAGPULSE_")}
+    # COLUMNS/LINES (set under pytest-xdist) would override the terminal's size for rich.
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith("RAGPULSE_") and k not in ("COLUMNS", "LINES")
+    }
     env.update(RAGPULSE_OTLP_GRPC_LISTEN=f"127.0.0.1:{grpc}", RAGPULSE_METRICS="context_precision")
     subprocess.run(
         # Its own tmux server (-L): another server's options or clients cannot size this window.
