@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -336,7 +337,7 @@ def _queue_from_file(args: argparse.Namespace) -> int:
             if request.requested:
                 drawn.append({**row, "weight": round(request.weight, 6), "reason": request.reason})
         rows = drawn
-    _write_rows(rows, args.out)
+    write_jsonl(rows, args.out)
     print(f"label-queue: {len(rows)} of {read} results to label from {args.results_file}", file=sys.stderr)
     if not rows and sampler is None and read:
         print(
@@ -347,7 +348,8 @@ def _queue_from_file(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write_rows(rows: list[dict[str, Any]], path: Path | None) -> None:
+def write_jsonl(rows: Iterable[dict[str, Any]], path: Path | None) -> None:
+    """One JSON object per line, to `path` or to stdout."""
     out = path.open("w", encoding="utf-8") if path else sys.stdout
     try:
         for row in rows:
@@ -385,7 +387,7 @@ def _queue_from_topic(args: argparse.Namespace) -> int:
     except Exception as exc:  # the broker is unreachable or the topic unknown: say so, no traceback
         print(f"ragpulse label-queue: cannot read {topic}: {exc}", file=sys.stderr)
         return 1
-    _write_rows(rows, args.out)
+    write_jsonl(rows, args.out)
     drawn = len({row["interaction_id"] for row in rows})
     print(
         f"label-queue: {drawn} of {read} results were marked for labelling ({len(rows)} lines)",

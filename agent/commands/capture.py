@@ -140,7 +140,9 @@ def capture(args: argparse.Namespace, settings: Settings) -> int:
         return 1
     picked = select(results, selection)
     rows = [row for result in picked if (row := item_row(result, selection)) is not None]
-    _write_lines(rows, Path(args.out) if args.out else None)
+    from agent.commands.calibrate import write_jsonl
+
+    write_jsonl(rows, Path(args.out) if args.out else None)
     interactions = len(latest(results))
     print(
         f"capture: {len(rows)} of {interactions} interactions from {source} written"
@@ -154,16 +156,6 @@ def capture(args: argparse.Namespace, settings: Settings) -> int:
             file=sys.stderr,
         )
     return 0
-
-
-def _write_lines(rows: Iterable[dict[str, Any]], path: Path | None) -> None:
-    out = path.open("w", encoding="utf-8") if path else sys.stdout
-    try:
-        for row in rows:
-            out.write(json.dumps(row, ensure_ascii=False) + "\n")
-    finally:
-        if path:
-            out.close()
 
 
 def _jsonl(path: Path) -> list[tuple[int, Any]]:
