@@ -571,7 +571,7 @@ def test_a_failed_combined_call_leaves_the_metrics_to_ask_for_themselves(fake: F
 def test_litellm_per_call_info_lines_are_silenced_unless_debugging() -> None:
     import logging
 
-    from agent.judges.llm import load_litellm
+    from agent.judges.caller import load_litellm
 
     ragpulse = logging.getLogger("ragpulse")
     before = ragpulse.level
