@@ -25,10 +25,9 @@ import logging
 import secrets
 import string
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from agent.config import JudgeSettings
 from agent.infra.throttled_log import ThrottledLog
 from agent.judges.base import (
     ASSESS_CHUNKS,
@@ -39,9 +38,8 @@ from agent.judges.base import (
     ClaimVerdict,
     InteractionVerdicts,
     JudgeError,
-    SpendSink,
 )
-from agent.judges.caller import CircuitBreaker, ModelCaller, Usage, UsageSink
+from agent.judges.caller import CircuitBreaker, ModelCaller, Usage
 from agent.judges.confidence import Completion, graded
 from agent.judges.questions import (
     CHECK_CLAIMS,
@@ -141,20 +139,11 @@ _FAILURE_LOG_INTERVAL = 30.0
 class LLMJudge:
     """A Judge backed by an LLM through litellm; see the module docstring for the call policy."""
 
-    def __init__(
-        self,
-        settings: JudgeSettings,
-        usage: UsageSink | None = None,
-        spend: SpendSink | None = None,
-        *,
-        retry_base_delay: float = 0.5,
-        extra: Mapping[str, Any] | None = None,
-    ) -> None:
-        """`extra` is passed to litellm.acompletion as is (e.g. provider-specific parameters)."""
-        self._model = settings.model
-        # The call policy (retries, breaker, Retry-After, usage); the judge budget's USD is
-        # priced per response there, calls are counted by InstrumentedJudge.
-        self._caller = ModelCaller(settings, usage, spend, retry_base_delay=retry_base_delay, extra=extra)
+    def __init__(self, caller: ModelCaller) -> None:
+        """`caller` sends the requests with the call policy (retries, breaker, Retry-After,
+        usage and USD); the judge's calls are counted by InstrumentedJudge."""
+        self._caller = caller
+        self._model = caller.model
         self._prompts = {kind: load_prompt(kind) for kind in PROMPT_KINDS}
         self._failures = ThrottledLog(log, _FAILURE_LOG_INTERVAL)
 

@@ -14,17 +14,15 @@ from collections.abc import Iterator
 import pytest
 
 from agent.budget import SpendCounter
-from agent.config import JudgeSettings
 from agent.judges.base import JudgeError
-from agent.judges.caller import ModelCaller
 from agent.judges.llm import LLMJudge
 from agent.offline.testset import SINGLE
 from agent.offline.testset_writer import LLMItemWriter
+from tests.support.judges import model_caller
 from tests.support.llm_server import FakeLLMServer
 
 pytestmark = pytest.mark.integration
 
-MODEL = "openai/ragpulse-test-judge"
 CHUNK = "Recall at k is the share of all relevant chunks that appear among the first k retrieved ones."
 
 
@@ -41,20 +39,8 @@ def fake(server: FakeLLMServer) -> FakeLLMServer:
     return server
 
 
-def judge_settings(server: FakeLLMServer, **options: object) -> JudgeSettings:
-    values: dict[str, object] = {
-        "model": MODEL,
-        "api_base": server.api_base,
-        "api_key": "test-key",
-        "timeout_seconds": 2.0,
-    }
-    values.update(options)
-    return JudgeSettings(**values)  # type: ignore[arg-type]
-
-
 def writer_for(server: FakeLLMServer, spend: SpendCounter | None = None, **options: object) -> LLMItemWriter:
-    caller = ModelCaller(judge_settings(server, **options), spend=spend, retry_base_delay=0.01)
-    return LLMItemWriter(caller, spend)
+    return LLMItemWriter(model_caller(server.api_base, spend=spend, **options), spend)
 
 
 def write(writer: LLMItemWriter) -> JudgeError | None:
@@ -114,7 +100,7 @@ def test_a_permanent_failure_is_the_judges_one_line(
 ) -> None:
     fake.fail_always(fault)
     failed = write(writer_for(fake))
-    judge = LLMJudge(judge_settings(fake), retry_base_delay=0.01)
+    judge = LLMJudge(model_caller(fake.api_base))
     with pytest.raises(JudgeError) as asked:
         asyncio.run(judge.check_reference(CHUNK, [CHUNK]))
     assert fake.stats.calls == 2  # one each, never retried

@@ -60,7 +60,7 @@ SECTION_OWNERS = {
     "KafkaSettings": ("agent.sources.kafka", "agent.infra.kafka_connect"),
     "ResultsSettings": ("agent.exporters.results",),
     # The judge's call policy (agent.judges.caller) serves the testset writer too.
-    "JudgeSettings": ("agent.judges.stack", "agent.judges.llm", "agent.judges.caller"),
+    "JudgeSettings": ("agent.judges.stack", "agent.judges.caller"),
     "RedisSettings": (),
     "CacheSettings": ("agent.judges.stack",),
     "SamplingSettings": ("agent.sampling",),
