@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from agent.judges.base import SpendSink
+from agent.judges.base import JudgeError, SpendSink
 from agent.judges.caller import ModelCaller
 from agent.judges.questions import Fence, load_prompt
 from agent.offline.testset import (
@@ -75,8 +75,9 @@ def render_request(kind: str, chunks: Sequence[str]) -> str:
 class LLMItemWriter:
     """Writes drafts with the judge model, through `caller` (its call policy, usage and USD).
 
-    Each write that reaches the model counts one call to `spend` (the run's budget), as the
-    instrumented judge counts each question: a write refused by the open breaker costs nothing."""
+    Each write that reaches the model counts one call to `spend` (the run's budget), failed or
+    not, as the instrumented judge counts each question; a write the caller refused (breaker
+    open, a Retry-After longer than the retry cap) is not, as a refused question is not."""
 
     def __init__(self, caller: ModelCaller, spend: SpendSink | None = None) -> None:
         self._caller = caller
@@ -96,13 +97,19 @@ class LLMItemWriter:
             {"role": "system", "content": self._prompt.text},
             {"role": "user", "content": render_request(kind, chunks)},
         ]
-        with self._caller.admit():
-            try:
+        try:
+            with self._caller.admit():
                 completion = await self._caller.complete(messages, self._caller.response_format(WRITE_ITEM))
-            finally:
-                if self._spend is not None:
-                    self._spend.add(1, 0.0)
+        except JudgeError as exc:
+            if not exc.refused:
+                self._spent()
+            raise
+        self._spent()
         return parse_draft(completion.content, kind)
+
+    def _spent(self) -> None:
+        if self._spend is not None:
+            self._spend.add(1, 0.0)
 
 
 class RedactionCounter(Protocol):
