@@ -102,7 +102,7 @@ def _import_judge_client() -> None:
     """Import litellm ahead of its first use; the judge imports it again (at no cost once done,
     waiting for this thread if it is still at work) and reports any failure itself."""
     try:
-        from agent.judges.llm import load_litellm
+        from agent.judges.caller import load_litellm
 
         load_litellm()
     except Exception:  # the judge's own import raises it where it can be reported

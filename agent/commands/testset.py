@@ -387,6 +387,7 @@ async def _generate(
 
     from agent.budget import SpendCounter
     from agent.build import build_judge
+    from agent.judges.caller import ModelCaller
     from agent.offline.testset_writer import LLMItemWriter, RedactingWriter
     from agent.telemetry import JudgeTelemetry
 
@@ -403,7 +404,8 @@ async def _generate(
     spend = SpendCounter()
     # The second pass: the judge stack eval uses (redaction when on, cache, instruments).
     judge = build_judge(settings, telemetry, spend=spend)
-    writer: ItemWriter = LLMItemWriter(settings.judge, usage=telemetry, spend=spend)
+    # The writer calls the same model with the judge's call policy: one ModelCaller of its own.
+    writer: ItemWriter = LLMItemWriter(ModelCaller(settings.judge, usage=telemetry, spend=spend), spend)
     if settings.redacts:
         from agent.redact import RedactionRules, Redactor
 

@@ -40,9 +40,10 @@ def build_inner(section: JudgeSettings, telemetry: JudgeTelemetry, spend: SpendS
     if section.is_local:
         return LexicalJudge()
     # Imported here: it loads litellm, which a local-judge deployment never needs.
+    from agent.judges.caller import ModelCaller
     from agent.judges.llm import LLMJudge
 
-    return LLMJudge(section, usage=telemetry, spend=spend)
+    return LLMJudge(ModelCaller(section, usage=telemetry, spend=spend))
 
 
 def build(

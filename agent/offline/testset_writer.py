@@ -1,29 +1,28 @@
 """The writer of `ragpulse testset`: asks the judge model to write one item from given chunks.
 
 `ItemWriter` is the contract the command depends on; `LLMItemWriter` calls the judge model
-through litellm with the judge's settings (model, API base and key, timeout, retries, structured
-output), and `RedactingWriter` redacts personal data first, as the judge stack does for remote
-judges, and puts the original values back into what the model wrote.
+through the judge's own `ModelCaller` (agent/judges/caller.py), and `RedactingWriter` redacts
+personal data first, as the judge stack does for remote judges, and puts the original values back
+into what the model wrote.
 
 The prompt is a versioned file beside the judge's (agent/judges/prompts/write_testset_item.v1.txt,
 hashed into `prompt_version`); the chunks are fenced with a random per-request id that no chunk
 contains, and the instructions say fenced text is data, so a document cannot instruct the model.
 
-The call policy is the judge's (agent/judges/llm.py): temperature 0, JSON output, retries with
-jittered backoff on 429 / 5xx / timeouts / connection errors only, never on other 4xx. A failure
-that cannot pass (auth, an unknown model, a bad request) is a permanent `JudgeError`.
+The call policy is the judge's, by the same code: temperature 0, JSON output, retries with
+jittered backoff on 429 / 5xx / timeouts / connection errors only (never on other 4xx), a
+Retry-After honoured by every later call, a circuit breaker that refuses writes while the model is
+down. A failure that cannot pass (auth, an unknown model, a bad request) is a permanent
+`JudgeError` whose one line names the provider's message and what to set.
 """
 
 from __future__ import annotations
 
-import asyncio
-import random
-import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Protocol
 
 from agent.judges.base import JudgeError, SpendSink
-from agent.judges.llm import UsageSink, load_litellm, retry_after_seconds
+from agent.judges.caller import ModelCaller
 from agent.judges.questions import Fence, load_prompt
 from agent.offline.testset import (
     MULTI,
@@ -35,9 +34,6 @@ from agent.offline.testset import (
     restore,
 )
 from agent.redact import Redactor
-
-if TYPE_CHECKING:
-    from agent.config import JudgeSettings
 
 WRITE_ITEM = "write_testset_item"
 # What each kind asks for; the prompt file says what an item is.
@@ -76,56 +72,21 @@ def render_request(kind: str, chunks: Sequence[str]) -> str:
     return "\n\n".join(parts)
 
 
-def _reason(status: object, exc: BaseException, litellm: Any) -> str | None:
-    """The retryable reason of a failed call, None when it is permanent."""
-    if isinstance(exc, litellm.Timeout) or status == 408:
-        return "timeout"
-    if status == 429:
-        return "rate_limited"
-    if _mentions_credentials(exc):
-        # Without its key the OpenAI client fails before sending anything, and litellm reports
-        # that as a 500: no outage, and no retry will find the key.
-        return None
-    if isinstance(status, int) and status >= 500:
-        return "server_error"
-    if isinstance(exc, litellm.APIConnectionError):
-        return "connection"
-    return None
-
-
-def _mentions_credentials(exc: BaseException) -> bool:
-    text = str(exc).lower()
-    return any(word in text for word in ("credential", "api key", "api_key", "apikey", "auth token"))
-
-
-def _permanent(status: object, exc: BaseException) -> str:
-    if status in (401, 403) or _mentions_credentials(exc):
-        return "auth"
-    return "not_found" if status == 404 else "bad_request"
-
-
 class LLMItemWriter:
-    def __init__(
-        self,
-        settings: JudgeSettings,
-        usage: UsageSink | None = None,
-        spend: SpendSink | None = None,
-        *,
-        retry_base_delay: float = 0.5,
-    ) -> None:
-        """Calls the judge model of `settings` with its timeouts, retries and concurrency."""
-        self._model = settings.model
-        self._options = settings
-        self._retry_base_delay = retry_base_delay
-        self._usage = usage
+    """Writes drafts with the judge model, through `caller` (its call policy, usage and USD).
+
+    Each write that reaches the model counts one call to `spend` (the run's budget), failed or
+    not, as the instrumented judge counts each question; a write the caller refused (breaker
+    open, a Retry-After longer than the retry cap) is not, as a refused question is not."""
+
+    def __init__(self, caller: ModelCaller, spend: SpendSink | None = None) -> None:
+        self._caller = caller
         self._spend = spend
-        self._litellm = load_litellm()
         self._prompt = load_prompt(WRITE_ITEM)
-        self._semaphore = asyncio.Semaphore(settings.max_concurrency)
 
     @property
     def model(self) -> str:
-        return self._model
+        return self._caller.model
 
     @property
     def prompt_version(self) -> str:
@@ -136,84 +97,19 @@ class LLMItemWriter:
             {"role": "system", "content": self._prompt.text},
             {"role": "user", "content": render_request(kind, chunks)},
         ]
-        return parse_draft(await self._complete(messages), kind)
-
-    async def _complete(self, messages: list[dict[str, str]]) -> str:
-        options = self._options
-        started = time.monotonic()
-        attempt = 0
-        while True:
-            try:
-                async with self._semaphore:
-                    return await self._call(messages)
-            except _Transient as exc:
-                attempt += 1
-                delay = max(
-                    self._retry_base_delay * 2 ** (attempt - 1) * random.uniform(0.5, 1.5),
-                    exc.retry_after or 0.0,
-                )
-                elapsed = time.monotonic() - started
-                if attempt > options.max_retries or elapsed + delay > options.retry_max_elapsed_seconds:
-                    raise JudgeError(
-                        f"{exc} (gave up after {attempt} attempt(s), {elapsed:.1f}s)",
-                        retryable=True,
-                        reason=exc.reason,
-                    ) from exc
-                await asyncio.sleep(delay)
-
-    async def _call(self, messages: list[dict[str, str]]) -> str:
-        litellm, options = self._litellm, self._options
-        request: dict[str, Any] = {
-            "model": self._model,
-            "messages": messages,
-            "temperature": 0,
-            "timeout": options.timeout_seconds,
-            "num_retries": 0,
-            "max_retries": 0,
-        }
-        if options.structured_output != "off":
-            request["response_format"] = {"type": "json_object"}
-        if options.api_base:
-            request["api_base"] = options.api_base
-        if options.api_key:
-            request["api_key"] = options.api_key.get_secret_value()
         try:
-            response = await asyncio.wait_for(litellm.acompletion(**request), options.timeout_seconds + 5)
-        except TimeoutError:
-            raise _Transient(f"call timed out after {options.timeout_seconds}s", "timeout") from None
-        except Exception as exc:
-            status = getattr(exc, "status_code", None)
-            reason = _reason(status, exc, litellm)
-            if reason is not None:
-                raise _Transient(
-                    f"HTTP {status} {type(exc).__name__}", reason, retry_after_seconds(exc)
-                ) from exc
-            raise JudgeError(
-                f"judge call failed permanently: HTTP {status} {type(exc).__name__}: {exc}",
-                reason=_permanent(status, exc),
-            ) from exc
-        self._record(response)
-        try:
-            return str(response.choices[0].message.content or "")
-        except (AttributeError, IndexError) as exc:
-            raise JudgeError(f"judge response without a message: {exc}", reason="invalid_answer") from None
+            with self._caller.admit():
+                completion = await self._caller.complete(messages, self._caller.response_format(WRITE_ITEM))
+        except JudgeError as exc:
+            if not exc.refused:
+                self._spent()
+            raise
+        self._spent()
+        return parse_draft(completion.content, kind)
 
-    def _record(self, response: Any) -> None:
-        usage = getattr(response, "usage", None)
-        prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
-        completion = int(getattr(usage, "completion_tokens", 0) or 0)
-        cost = (getattr(response, "_hidden_params", None) or {}).get("response_cost")
-        if self._usage is not None:
-            self._usage.record_usage(self._model, prompt, completion, cost)
+    def _spent(self) -> None:
         if self._spend is not None:
-            self._spend.add(1, cost or 0.0)
-
-
-class _Transient(Exception):
-    def __init__(self, message: str, reason: str, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.reason = reason
-        self.retry_after = retry_after
+            self._spend.add(1, 0.0)
 
 
 class RedactionCounter(Protocol):

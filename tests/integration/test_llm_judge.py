@@ -20,12 +20,13 @@ from prometheus_client import CollectorRegistry
 
 from agent.budget import SpendCounter
 from agent.build import build_judge
-from agent.config import JudgeSettings, Settings
+from agent.config import Settings
 from agent.judges.cache import CachedJudge
 from agent.judges.llm import LLMJudge
 from agent.metrics import METRICS, STREAMING_METRICS
 from agent.model import Chunk, MetricResult, Outcome, RagInteraction
 from agent.telemetry import Telemetry
+from tests.support.judges import model_caller
 from tests.support.llm_server import FakeLLMServer, fenced_blocks
 from tests.support.net import free_port, http_post
 from tests.support.repo import ROOT
@@ -90,14 +91,7 @@ def judge_for(
 
 
 def llm_judge(server: FakeLLMServer, *, retry_base_delay: float = 0.01, **options: object) -> LLMJudge:
-    values: dict[str, object] = {
-        "model": MODEL,
-        "api_base": server.api_base,
-        "api_key": "k",
-        "timeout_seconds": 2.0,
-    }
-    values.update(options)
-    return LLMJudge(JudgeSettings(**values), retry_base_delay=retry_base_delay)  # type: ignore[arg-type]
+    return LLMJudge(model_caller(server.api_base, retry_base_delay=retry_base_delay, **options))
 
 
 async def evaluate(
@@ -571,7 +565,7 @@ def test_a_failed_combined_call_leaves_the_metrics_to_ask_for_themselves(fake: F
 def test_litellm_per_call_info_lines_are_silenced_unless_debugging() -> None:
     import logging
 
-    from agent.judges.llm import load_litellm
+    from agent.judges.caller import load_litellm
 
     ragpulse = logging.getLogger("ragpulse")
     before = ragpulse.level

@@ -316,6 +316,20 @@ def test_a_permanent_judge_error_stops_at_once_with_one_line(tmp_path: Path) -> 
     assert (tmp_path / "set.jsonl").read_text() == ""
 
 
+def test_a_rejected_key_stops_at_once_with_the_judges_line_naming_the_key(tmp_path: Path) -> None:
+    """The writer's 401 is worded as the judge's (agent/judges/caller.py): the key variable to check."""
+    docs = _docs(tmp_path)
+    with FakeLLMServer() as server:
+        server.fail_always("401")
+        run = _testset(server, str(docs), "--out", str(tmp_path / "set.jsonl"), "--concurrency", "1")
+        calls = server.stats.calls
+    assert run.returncode == 5, run.stderr
+    errors = [line for line in run.stderr.splitlines() if "failed permanently" in line]
+    assert len(errors) == 1 and "(auth)" in errors[0] and "HTTP 401" in errors[0]
+    assert "check the key in RAGPULSE_JUDGE_API_KEY (it is used instead of OPENAI_API_KEY)" in errors[0]
+    assert calls == 1 and "Traceback" not in run.stderr
+
+
 def test_a_local_judge_is_refused_with_the_setting_named(tmp_path: Path) -> None:
     docs = _docs(tmp_path)
     environment = {k: v for k, v in os.environ.items() if not k.startswith("RAGPULSE_")}

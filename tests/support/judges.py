@@ -1,4 +1,4 @@
-"""Judge wrappers for tests."""
+"""Judge wrappers, and the judge model caller of the test LLM server, for tests."""
 
 from __future__ import annotations
 
@@ -6,14 +6,33 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
+from agent.config import JudgeSettings
 from agent.judges.base import (
     AnswerComparison,
     ChunkAssessment,
     ClaimVerdict,
     InteractionVerdicts,
     JudgeWrapper,
+    SpendSink,
 )
+from agent.judges.caller import ModelCaller
 from agent.model import Verdict
+
+TEST_MODEL = "openai/ragpulse-test-judge"
+
+
+def model_caller(
+    api_base: str, *, spend: SpendSink | None = None, retry_base_delay: float = 0.01, **options: Any
+) -> ModelCaller:
+    """The judge model's caller for the test LLM server at `api_base` (tests/support/llm_server.py):
+    a 2 s timeout and short backoff unless `options` (JudgeSettings fields) say otherwise."""
+    values: dict[str, Any] = {
+        "model": TEST_MODEL,
+        "api_base": api_base,
+        "api_key": "test-key",
+        "timeout_seconds": 2.0,
+    }
+    return ModelCaller(JudgeSettings(**(values | options)), spend=spend, retry_base_delay=retry_base_delay)
 
 
 def binary(value: Any) -> Any:

@@ -368,7 +368,7 @@ def test_retry_after_is_read_from_seconds_milliseconds_and_dates() -> None:
     from datetime import UTC, datetime, timedelta
     from email.utils import format_datetime
 
-    from agent.judges.llm import retry_after_seconds
+    from agent.judges.caller import retry_after_seconds
 
     class Failure(Exception):
         def __init__(self, headers: dict[str, str]) -> None:

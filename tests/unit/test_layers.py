@@ -59,8 +59,8 @@ SECTION_OWNERS = {
     # The connection options are shared by the consumer and the results producer.
     "KafkaSettings": ("agent.sources.kafka", "agent.infra.kafka_connect"),
     "ResultsSettings": ("agent.exporters.results",),
-    # The testset writer calls the judge model with the judge's own call options.
-    "JudgeSettings": ("agent.judges.stack", "agent.judges.llm", "agent.offline.testset_writer"),
+    # The judge's call policy (agent.judges.caller) serves the testset writer too.
+    "JudgeSettings": ("agent.judges.stack", "agent.judges.caller"),
     "RedisSettings": (),
     "CacheSettings": ("agent.judges.stack",),
     "SamplingSettings": ("agent.sampling",),

@@ -8,7 +8,8 @@ import pytest
 
 from agent.judges import local
 from agent.judges.base import QUESTION_KINDS
-from agent.judges.llm import CircuitBreaker, Fence, InvalidAnswer, load_prompt, numbered_statements
+from agent.judges.caller import CircuitBreaker
+from agent.judges.llm import Fence, InvalidAnswer, load_prompt, numbered_statements
 from agent.judges.questions import (
     PROMPT_KINDS,
     assess_chunks_request,
