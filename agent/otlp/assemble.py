@@ -407,7 +407,8 @@ class TraceAssembler:
             if not interactions:
                 used = set()
         now = self._clock()
-        interactions = [self._sessions.follow(i, now) for i in interactions]
+        inferred = {f.anchor.span_id for f in findings if f.agent is not None and f.agent.inferred}
+        interactions = [self._sessions.follow(i, now, inferred=i.span_id in inferred) for i in interactions]
         out.interactions.extend(interactions)
         out.origins.extend([trace.sequence] * len(interactions))
         out.assembled_spans += len(used)
