@@ -81,10 +81,14 @@ def _messages(raw: Any) -> tuple[list[Message], list[str], bool]:
 # id='call_1', extra=None), ToolCallResult(result='...', origin=ToolCall(...), error=False)],
 # _name=None, _meta={...})`. It is read by a tokenizer and a small parser of that grammar (calls
 # with keyword arguments, lists, tuples, dicts, string literals, `<...>` enum reprs, bare atoms),
-# never evaluated. Bounded: text beyond MAX_REPR_CHARS is not read, nesting beyond MAX_REPR_DEPTH
-# ends the parse; every step consumes a token, so hostile text costs linear time.
+# never evaluated. Bounded: a repr longer than MAX_REPR_CHARS or of more than MAX_REPR_TOKENS tokens
+# is not read, nesting beyond MAX_REPR_DEPTH ends the parse, and a transcript's first
+# MAX_REPR_MESSAGES reprs are read; every step consumes a token, so hostile text costs linear time
+# within those bounds (a real message is tens of tokens, its texts one token each).
 MAX_REPR_CHARS = 1 << 20
+MAX_REPR_TOKENS = 20_000
 MAX_REPR_DEPTH = 32
+MAX_REPR_MESSAGES = 1000
 _TOKEN = re.compile(
     r"""\s*(?:(?P<string>[rbuRBU]{0,2}(?:'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*"))"""
     r"""|(?P<punct>[()\[\]{}<>,:=])|(?P<atom>[^\s()\[\]{}<>,:='"]+))""",
@@ -92,7 +96,7 @@ _TOKEN = re.compile(
 )
 _ESCAPE = re.compile(r"\\(x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|[0-7]{1,3}|.)", re.DOTALL)
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", "'": "'", '"': '"', "a": "\a", "b": "\b",
-            "f": "\f", "v": "\v", "0": "\0", "\n": ""}  # fmt: skip
+            "f": "\f", "v": "\v", "\n": ""}  # fmt: skip
 _CLOSE = {"(": ")", "[": "]", "{": "}"}
 
 
@@ -136,7 +140,7 @@ def _tokens(value: str) -> list[tuple[str, str]]:
     at, end = 0, len(value)
     while at < end:
         found = _TOKEN.match(value, at)
-        if found is None or found.end() == at:
+        if found is None:  # only white space left, or a character no token starts with
             if value[at:].strip():
                 raise _Unreadable(at)
             break
@@ -145,6 +149,8 @@ def _tokens(value: str) -> list[tuple[str, str]]:
         assert kind is not None
         token = found.group(kind)
         out.append((kind, _string(token) if kind == "string" else token))
+        if len(out) > MAX_REPR_TOKENS:
+            raise _Unreadable("tokens")
     return out
 
 
@@ -284,7 +290,7 @@ def _repr_messages(value: Any) -> tuple[list[Message], list[str], bool]:
     found: list[Message] = []
     system: list[str] = []
     calls = False
-    reprs = value if isinstance(value, list) else [value]
+    reprs = value[:MAX_REPR_MESSAGES] if isinstance(value, list) else [value]
     for item in reprs:
         parsed = parse_repr(item) if isinstance(item, str) else None
         for message in _chat_messages(parsed):

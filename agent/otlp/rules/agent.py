@@ -514,11 +514,7 @@ def settled(tree: TraceTree) -> bool:
         if returned and not any(
             (p.role is Role.LLM and _parts(p).response and _matches(_parts(p).response or "", returned))
             or (p.role is Role.TOOL and _is_final_tool(p) and _matches(_parts(p).query or "", returned))
-            or (
-                p.role is Role.CHAIN
-                and _shows_tools(_parts(p))
-                and _matches(_parts(p).response or "", returned)
-            )
+            or (p.role is Role.CHAIN and _transcript_of(p, returned))
             for p in useful
         ):
             return False

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent.model import Chunk, RagInteraction
-from agent.otlp.conventions.haystack import MAX_REPR_CHARS, MAX_REPR_DEPTH, parse_repr
+from agent.otlp.conventions.haystack import MAX_REPR_CHARS, MAX_REPR_DEPTH, MAX_REPR_TOKENS, parse_repr
 from agent.otlp.sessions import Sessions
 from tests.support.otlp import Recorder, assembler, decoded, set_all, total
 
@@ -66,6 +66,8 @@ def test_a_repr_is_bounded_in_length_and_depth() -> None:
     assert parse_repr("[" * (MAX_REPR_DEPTH + 2) + "]" * (MAX_REPR_DEPTH + 2)) is None
     assert parse_repr("[" * MAX_REPR_DEPTH + "]" * MAX_REPR_DEPTH) is not None
     assert parse_repr("'" + "a" * MAX_REPR_CHARS + "'") is None
+    assert parse_repr("[" + "1," * (MAX_REPR_TOKENS // 2 - 1) + "]") is not None
+    assert parse_repr("[" + "1," * (MAX_REPR_TOKENS // 2 + 1) + "]") is None
 
 
 @settings(max_examples=300, deadline=None)
