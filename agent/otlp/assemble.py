@@ -265,7 +265,11 @@ class TraceAssembler:
 
     def flush(self) -> Assembly:
         out = Assembly()
-        for trace_id, trace in self._buffer.traces():
+        # In the order they ended, whatever order they arrived in: a session's turns are then
+        # followed in order (sessions.py).
+        for trace_id, trace in sorted(
+            self._buffer.traces(), key=lambda t: max((p.end for p in t[1].items.values()), default=0)
+        ):
             self._finish(trace_id, trace, out, give_up=True)
         return self._report(out)
 

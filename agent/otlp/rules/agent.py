@@ -76,12 +76,6 @@ def is_agent_trace(useful: Iterable[Piece]) -> bool:
     return False
 
 
-def _transcript_of(piece: Piece, returned: str) -> bool:
-    """Whether an agent span states the transcript of the turn that returned `returned`."""
-    parts = _parts(piece)
-    return _shows_tools(parts) and _matches(parts.response or "", returned)
-
-
 def _shows_tools(parts: SpanParts) -> bool:
     """Whether a span's messages hold a tool result: a model call given one, or an agent span
     whose output is the turn's transcript."""
@@ -507,14 +501,14 @@ def settled(tree: TraceTree) -> bool:
     if not tree.complete():
         return False
     useful = tree.useful
-    # The text the trace returned must have come from a call or final-answer tool that is in (or
-    # from a transcript of the turn, which is the evidence itself).
+    # The text the trace returned must have come from a call or final-answer tool that is in. (An
+    # answer no model call records, anchored on an agent span, waits for the bounded wait: its
+    # trace may still lack spans below it, which would then form a trace of their own.)
     for root in tree.pieces.values():
         returned = root.output if root.parent_id is None else None
         if returned and not any(
             (p.role is Role.LLM and _parts(p).response and _matches(_parts(p).response or "", returned))
             or (p.role is Role.TOOL and _is_final_tool(p) and _matches(_parts(p).query or "", returned))
-            or (p.role is Role.CHAIN and _transcript_of(p, returned))
             for p in useful
         ):
             return False

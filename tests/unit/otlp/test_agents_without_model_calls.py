@@ -155,8 +155,10 @@ def test_a_transcript_of_the_turn_is_the_answer_and_what_it_was_given() -> None:
     ]
     _haystack_turn(recorder, [*first, _user("How many bridges cross it?")], follow)
     intake = assembler()
-    # Settled on arrival: the transcript is the evidence, no model-call span is awaited.
-    found = sorted(intake.add(decoded(recorder.spans())).interactions, key=lambda i: i.end_time_unix_nano)
+    # With no model call to wait for, the traces wait for the bounded wait (spans below the agent
+    # span may still be on their way): assembled when it runs out.
+    assert intake.add(decoded(recorder.spans())).interactions == []
+    found = sorted(intake.flush().interactions, key=lambda i: i.end_time_unix_nano)
     assert [(i.query, i.response) for i in found] == [
         ("Which river flows through Paris?", "The Seine."),
         ("How many bridges cross it?", "37 bridges; the Pont Neuf is the oldest."),
