@@ -318,7 +318,7 @@ class OpenInference:
             )
         if role is Role.CHAIN:
             returned = attributes.get("output.value")
-            if isinstance(returned, str) and haystack.REPR_MARK in returned:
+            if isinstance(returned, str) and returned[:1] == "{" and haystack.REPR_MARK in returned:
                 # Haystack's agent: the whole turn as ChatMessage reprs, and no model-call span.
                 found = haystack.transcript(returned)
                 if found is not None:
