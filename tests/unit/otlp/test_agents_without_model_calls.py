@@ -10,6 +10,7 @@ tests/integration/test_agent_corpus.py.
 from __future__ import annotations
 
 import json
+import random
 
 import pytest
 from hypothesis import given, settings
@@ -260,6 +261,34 @@ def test_an_agent_run_without_model_calls_answers_from_its_turns_searches_and_it
     ]
     anchors = {s.context.span_id.to_bytes(8, "big").hex() for s in recorder.spans() if s.name == "invocation"}
     assert {i.span_id for i in found} == anchors
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_agent_spans_without_model_calls_read_the_same_in_any_arrival_order(seed: int) -> None:
+    recorder = Recorder()
+    _adk_turn(recorder, "s1", "Which river flows through Paris?", [("paris river", SEINE)], "The Seine.")
+    _adk_turn(recorder, "s1", "How many bridges cross it?", [("seine bridges", BRIDGES)], "37 bridges.")
+    first = [
+        _user("Which river flows through Paris?"),
+        *_tool_turn("c1", "paris river", SEINE),
+        _assistant("The Seine."),
+    ]
+    _haystack_turn(recorder, first[:1], first)
+    spans = decoded(recorder.spans())
+    in_order = assembler()
+    want = total([in_order.add(spans), in_order.flush()]).interactions
+    shuffled = list(spans)
+    random.Random(seed).shuffle(shuffled)
+    one_by_one = assembler()
+    got = total([*(one_by_one.add([span]) for span in shuffled), one_by_one.flush()]).interactions
+
+    def key(found: list[RagInteraction]) -> list[tuple[object, ...]]:
+        return sorted((i.span_id, i.query, tuple(c.content for c in i.chunks), i.sub_queries) for i in found)
+
+    assert len(want) == 3 and key(got) == key(want)
+    # The follow-up still follows its session's first turn, which ended before it.
+    (follow_up,) = [i for i in got if i.query == "How many bridges cross it?"]
+    assert [c.content for c in follow_up.chunks] == SEINE + BRIDGES
 
 
 def _interaction(span_id: str, chunks: list[str]) -> RagInteraction:
