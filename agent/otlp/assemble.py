@@ -265,7 +265,11 @@ class TraceAssembler:
 
     def flush(self) -> Assembly:
         out = Assembly()
-        for trace_id, trace in self._buffer.traces():
+        # In the order they ended, whatever order they arrived in: a session's turns are then
+        # followed in order (sessions.py).
+        for trace_id, trace in sorted(
+            self._buffer.traces(), key=lambda t: max((p.end for p in t[1].items.values()), default=0)
+        ):
             self._finish(trace_id, trace, out, give_up=True)
         return self._report(out)
 
@@ -407,7 +411,8 @@ class TraceAssembler:
             if not interactions:
                 used = set()
         now = self._clock()
-        interactions = [self._sessions.follow(i, now) for i in interactions]
+        inferred = {f.anchor.span_id for f in findings if f.agent is not None and f.agent.inferred}
+        interactions = [self._sessions.follow(i, now, inferred=i.span_id in inferred) for i in interactions]
         out.interactions.extend(interactions)
         out.origins.extend([trace.sequence] * len(interactions))
         out.assembled_spans += len(used)

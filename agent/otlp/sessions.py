@@ -9,11 +9,19 @@ question and answer as assembled) and hands them to the next interaction of that
 replace the turns read from the call's messages when they cover as many (the messages hold the
 question inside a framework's prompt template).
 
+An answer that no model call records (anchored on the agent span that returned it, its context
+the turn's searches: rules.AgentContext.inferred) also gets the documents of its session's earlier
+such answers, before its own: an agent that keeps its session (Google ADK) gives the model every
+earlier tool result, and no span shows what it was given.
+
 Bounded: at most `max_sessions` sessions (least recently used evicted), each forgotten after
 `ttl_seconds` without a turn, at most `max_turns` turns per session (a turn: one user or assistant
 message), each cut to `turn_chars` characters. With the defaults that is at most
-5000 × 6 × 1000 characters (~30 MB) in the worst case, a few MB in practice. It lives in one
-replica's memory: a follow-up assembled on another replica sees the turns its own messages carry.
+5000 × 6 × 1000 characters (~30 MB) in the worst case, a few MB in practice. The documents of
+inferred answers are kept only for their sessions, the latest that fit in `document_chars`
+characters (a document longer than that is not kept): at most 5000 × 16 000 characters more
+(~80 MB) if every session were of that kind. It lives in one replica's memory: a follow-up
+assembled on another replica sees the turns its own messages carry.
 """
 
 from __future__ import annotations
@@ -22,18 +30,21 @@ import dataclasses
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from agent.model import RagInteraction, Turn, without_separators
+from agent.model import Chunk, RagInteraction, Turn, without_separators
 from agent.otlp.conventions import TURN_CHARS
 from agent.otlp.rules import MAX_TURNS
+from agent.otlp.rules.agent import dedupe
 
 MAX_SESSIONS = 5000
 SESSION_TTL_SECONDS = 3600.0
+SESSION_DOCUMENT_CHARS = 16_000
 
 
 @dataclass(slots=True)
 class _Session:
     seen: float
     turns: list[Turn] = field(default_factory=list)
+    documents: tuple[Chunk, ...] = ()  # of its inferred answers, oldest first
 
 
 class Sessions:
@@ -45,19 +56,23 @@ class Sessions:
         ttl_seconds: float = SESSION_TTL_SECONDS,
         max_turns: int = MAX_TURNS,
         turn_chars: int = TURN_CHARS,
+        document_chars: int = SESSION_DOCUMENT_CHARS,
     ) -> None:
         self._max_sessions = max_sessions
         self._ttl = ttl_seconds
         self._max_turns = max_turns
         self._turn_chars = turn_chars
+        self._document_chars = document_chars
         self._sessions: OrderedDict[str, _Session] = OrderedDict()  # least recently used first
 
     def __len__(self) -> int:
         return len(self._sessions)
 
-    def follow(self, interaction: RagInteraction, now: float) -> RagInteraction:
+    def follow(self, interaction: RagInteraction, now: float, *, inferred: bool = False) -> RagInteraction:
         """The interaction with its session's earlier turns when it carries none (a session's
-        first turn has none), remembered as the session's latest turn."""
+        first turn has none), remembered as the session's latest turn. `inferred`: its context
+        was read from its turn's searches (no model call records it): the session's earlier
+        documents join it, first."""
         session_id = interaction.session_id
         if not session_id or self._max_sessions <= 0:
             return interaction
@@ -74,10 +89,24 @@ class Sessions:
         if interaction.response:
             turns.append(self._turn("assistant", interaction.response))
         session.turns = turns[-self._max_turns :]
+        if inferred:
+            chunks = dedupe((*session.documents, *interaction.chunks))
+            interaction = dataclasses.replace(interaction, chunks=chunks)
+            session.documents = self._kept(chunks)
         self._sessions[session_id] = session
         while len(self._sessions) > self._max_sessions:
             self._sessions.popitem(last=False)
         return interaction
+
+    def _kept(self, chunks: tuple[Chunk, ...]) -> tuple[Chunk, ...]:
+        """The latest documents that fit in `document_chars` characters."""
+        room, kept = self._document_chars, 0
+        for chunk in reversed(chunks):
+            room -= len(chunk.content)
+            if room < 0:
+                break
+            kept += 1
+        return chunks[len(chunks) - kept :]
 
     def _turn(self, role: str, text: str) -> Turn:
         return Turn(role, without_separators(text[: self._turn_chars]))

@@ -58,13 +58,15 @@ class Message(NamedTuple):
     `role`: "user", "assistant" or "tool" (a tool's result; ReAct observations too); an assistant
     message that only called tools is not kept. `call_id` ties a tool result to its tool call;
     `tool` is the called tool's name, when the conversation states it (a hand-off's result, from
-    an earlier trace, is then no document).
+    an earlier trace, is then no document); `query` the tool call's input (its sub-query), when
+    the conversation states it and no tool span may (a transcript of the turn).
     """
 
     role: str
     content: str
     call_id: str | None = None
     tool: str | None = None
+    query: str | None = None
 
 
 # The conversation a model call was given is kept only when it is one: more than a single user
@@ -351,7 +353,7 @@ def conversation(messages: list[Message]) -> tuple[Message, ...] | None:
         final_call = False
         if role == "assistant" and not content.strip():
             continue  # says nothing (a CodeAgent's final step printed nothing: its answer is above)
-        cut.append(Message(role, content, message.call_id, message.tool))
+        cut.append(Message(role, content, message.call_id, message.tool, message.query))
         if role == "assistant" and _EMBEDDED in message.content:
             # A ReAct scratchpad kept as one assistant message (LlamaIndex's ReActAgent memory):
             # its observations were tool results.

@@ -9,6 +9,11 @@ no content, and its parent carrying the call as ADK saw it:
 - `gcp.vertex.agent.session_id`: the conversation.
 A tool span carries `gcp.vertex.agent.tool_call_args` / `gcp.vertex.agent.tool_response` (read by
 the GenAI adapter's tool branch with the other native tool attributes).
+
+The OpenInference instrumentor of ADK records the same objects as JSON `input.value` /
+`output.value` (read by the OpenInference adapter through `event_text` and `function_response`):
+the run's input holds the user's `new_message` (a content), an agent's output the final `Event`
+(its `content`), a tool's output the `FunctionResponse` (`{"id", "name", "response"}`).
 """
 
 from __future__ import annotations
@@ -58,6 +63,29 @@ def _parts(content: Any) -> tuple[list[str], list[Message], bool]:
             if result:
                 results.append(Message("tool", result, call_id if isinstance(call_id, str) else None))
     return texts, results, calls
+
+
+def event_text(document: Any, key: str) -> str | None:
+    """The text of the content under `key` of an ADK object (`new_message` of a run's input,
+    `content` of an Event); None when it holds no Gemini content with text."""
+    content = document.get(key) if isinstance(document, Mapping) else None
+    if not isinstance(content, Mapping) or not isinstance(content.get("parts"), list):
+        return None
+    texts, _, _ = _parts(content)
+    return "\n".join(texts) or None
+
+
+_FUNCTION_RESPONSE = {"id", "name", "response", "will_continue", "scheduling", "parts"}
+
+
+def function_response(document: Any) -> str | None:
+    """The text a tool returned to the model, from a `FunctionResponse` object; None for any
+    other object."""
+    if not isinstance(document, Mapping) or set(document) - _FUNCTION_RESPONSE:
+        return None
+    if "response" not in document or not isinstance(document.get("name"), str):
+        return None
+    return _result_text(document["response"])
 
 
 def _instruction(config: Any) -> str | None:

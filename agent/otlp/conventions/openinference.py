@@ -18,7 +18,9 @@ from agent.otlp.conventions import (
     Message,
     Role,
     SpanParts,
+    adk,
     conversation,
+    haystack,
     identity,
     last_user_message,
     metadata_keys,
@@ -27,6 +29,7 @@ from agent.otlp.conventions import (
     picked,
     string_in,
     sub_query,
+    text,
     tool_documents,
 )
 
@@ -68,8 +71,12 @@ def _value(attributes: Mapping[str, AttributeValue], prefix: str, keys: tuple[st
     # A JSON value without a known key is an object the framework passed along, not the text.
     document = parse_json(value)
     found = string_in(document, keys)
-    if found is None and prefix == "input" and isinstance(document, Mapping):
-        found = last_user_message(document.get("messages"))  # LangGraph's agent state
+    if found is None and isinstance(document, Mapping):
+        if prefix == "input":
+            # LangGraph's agent state; an ADK run's new message
+            found = last_user_message(document.get("messages")) or adk.event_text(document, "new_message")
+        else:
+            found = adk.event_text(document, "content")  # an ADK agent's final event
     return found
 
 
@@ -215,12 +222,15 @@ def _function_results(attributes: Mapping[str, AttributeValue], index: int) -> l
 
 def _tool_output(attributes: Mapping[str, AttributeValue]) -> tuple[str | None, str | None]:
     """(the text the model got back, the tool call id) from a TOOL span's `output.value`:
-    LangChain's ToolMessage, LlamaIndex's ToolOutput (JSON), or plain text."""
+    LangChain's ToolMessage, LlamaIndex's ToolOutput, ADK's FunctionResponse (JSON), or plain text."""
     value = attributes.get("output.value")
     if not isinstance(value, str):
         return None, None
     document = parse_json(value) if value[:1] == "{" else None
     if isinstance(document, Mapping):
+        returned = adk.function_response(document)
+        if returned is not None:
+            return returned, text(document.get("id"))
         data = document.get("data") if document.get("type") == "tool" else None
         if isinstance(data, Mapping) and isinstance(data.get("content"), str):
             call_id = data.get("tool_call_id")
@@ -306,6 +316,13 @@ class OpenInference:
                 session_id=session_id,
                 user_id=user_id,
             )
+        if role is Role.CHAIN:
+            returned = attributes.get("output.value")
+            if isinstance(returned, str) and returned[:1] == "{" and haystack.REPR_MARK in returned:
+                # Haystack's agent: the whole turn as ChatMessage reprs, and no model-call span.
+                found = haystack.transcript(returned)
+                if found is not None:
+                    return found._replace(session_id=session_id, user_id=user_id)
         chunks = _documents(attributes, _RETRIEVED, self._keys)
         # A RETRIEVER span without documents is a search that found nothing.
         empty = role is Role.RETRIEVER and chunks is None and not _has_documents(attributes)

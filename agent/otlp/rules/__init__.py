@@ -26,6 +26,9 @@ class AgentContext:
     searches: int = 0
     empty_searches: int = 0
     tool_errors: int = 0
+    # No model call records what the answer was given (it is anchored on the span that returned
+    # it): its context is the turn's searches, and a session's earlier documents join it.
+    inferred: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -69,11 +69,17 @@ def is_agent_trace(useful: Iterable[Piece]) -> bool:
         parts = _parts(piece)
         if parts.role is Role.TOOL:
             return True
-        if parts.role is Role.LLM and (
-            parts.calls_tools or any(m.role == "tool" for m in parts.messages or ())
-        ):
+        if parts.role is Role.LLM and parts.calls_tools:
+            return True
+        if parts.role in (Role.LLM, Role.CHAIN) and _shows_tools(parts):
             return True
     return False
+
+
+def _shows_tools(parts: SpanParts) -> bool:
+    """Whether a span's messages hold a tool result: a model call given one, or an agent span
+    whose output is the turn's transcript."""
+    return any(m.role == "tool" for m in parts.messages or ())
 
 
 def _normal(text: str) -> str:
@@ -355,7 +361,8 @@ def agent_answers(tree: TraceTree) -> list[Answer]:
     # A planning step: a text reply followed, in the same turn and for the same question, by
     # another model call (a separate generation step); the trace's returned text decides when known.
     # An agent span that returned text while no model call under it says what it returned (the
-    # model calls recorded no content): the agent span is the answer's anchor.
+    # model calls recorded no content, or there are no model-call spans): the agent span is the
+    # answer's anchor, given the searches under it or the transcript its output states.
     turns_answered = {c.turn for c in candidates}
     for outer in useful:
         outer_parts = _parts(outer)
@@ -365,9 +372,13 @@ def agent_answers(tree: TraceTree) -> list[Answer]:
             and outer_parts.response
             and outer.span_id not in turns_answered
             and not tree.inside(outer, Role.CHAIN)
-            and any(s.piece.start >= outer.start and s.piece.end <= outer.end for s in found)
+            and (
+                _shows_tools(outer_parts)
+                or any(s.piece.start >= outer.start and s.piece.end <= outer.end for s in found)
+            )
         ):
             candidates.append(_Candidate(outer, outer_parts.response, outer.span_id, outer_parts.query))
+            messages_of[outer.span_id] = outer_parts.messages
     candidates.sort(key=lambda c: (c.call.start, c.call.span_id))
     answering: list[_Candidate] = []
     for index, candidate in enumerate(candidates):
@@ -408,6 +419,11 @@ def agent_answers(tree: TraceTree) -> list[Answer]:
         chunks: list[Chunk] = []
         taken: dict[str, Search] = {}  # by span id, in the order taken
         open_ = {s.piece.span_id: s for s in before}
+        question = question_index(messages) if messages else -1
+        # This turn's tool results that no span stands for, when they state their call's input
+        # (a transcript): searches too, their inputs sub-queries.
+        this_turn = {id(m) for m in messages[question + 1 :]} if messages else set()
+        stated: list[tuple[str | None, bool]] = []  # (sub-query, whether it returned documents)
         for text, message in _inputs(call, messages):
             if message is not None and message.role == "tool":
                 matched = matcher.match(message, open_)
@@ -424,7 +440,10 @@ def agent_answers(tree: TraceTree) -> list[Answer]:
             if not hits and message is not None and message.role == "tool":
                 if message.tool is not None and _control_name(message.tool):
                     continue  # a hand-off's result in an earlier turn: no search
-                chunks.extend(tool_documents(message.content))
+                documents = tool_documents(message.content)
+                chunks.extend(documents)
+                if message.query is not None and id(message) in this_turn:
+                    stated.append((message.query, bool(documents)))
         for unseen in in_turn:
             if unseen.piece.span_id not in taken:
                 taken[unseen.piece.span_id] = unseen
@@ -434,7 +453,6 @@ def agent_answers(tree: TraceTree) -> list[Answer]:
             continue
         query_source = next((a for a in reversed(ancestors) if _asks(a)), None)
         query = query_source.parts.query if query_source and query_source.parts else None
-        question = question_index(messages) if messages else -1
         if not query and messages and question >= 0:
             query = messages[question].content
         # Server-side conversation state (the Responses API): later calls of a turn are sent
@@ -455,11 +473,13 @@ def agent_answers(tree: TraceTree) -> list[Answer]:
                 chunks=context,
                 response=final_text(candidate.response),
                 context=AgentContext(
-                    sub_queries=tuple(s.query for s in given if s.query),
+                    sub_queries=tuple(s.query for s in given if s.query) + tuple(q for q, _ in stated if q),
                     earlier_turns=earlier_turns(messages, question) if messages else (),
-                    searches=len(given),
-                    empty_searches=sum(1 for s in given if not s.chunks and not s.failed),
+                    searches=len(given) + len(stated),
+                    empty_searches=sum(1 for s in given if not s.chunks and not s.failed)
+                    + sum(1 for _, documents in stated if not documents),
                     tool_errors=sum(1 for s in given if s.failed),
+                    inferred=call.role is not Role.LLM and not messages,
                 ),
                 used=tuple(used),
             )
@@ -481,7 +501,9 @@ def settled(tree: TraceTree) -> bool:
     if not tree.complete():
         return False
     useful = tree.useful
-    # The text the trace returned must have come from a call or final-answer tool that is in.
+    # The text the trace returned must have come from a call or final-answer tool that is in. (An
+    # answer no model call records, anchored on an agent span, waits for the bounded wait: its
+    # trace may still lack spans below it, which would then form a trace of their own.)
     for root in tree.pieces.values():
         returned = root.output if root.parent_id is None else None
         if returned and not any(

@@ -46,6 +46,12 @@ TEXTS = [
     '{"kwargs": {"retriever": {"query": "q"}}}', '{"args": [{"r": {"question": 2}}]}',
     '{"answer_builder": {"answers": [{"data": 1, "documents": [{"content": "c", "score": "s"}]}]}}',
     '{"llm": {"replies": [{"_content": [{"text": 2}, "x"]}]}}',
+    # Haystack's ChatMessage reprs (OpenInference), Google ADK's events and function responses
+    '{"messages": ["ChatMessage(_role=<ChatRole.USER: \'user\'>, _content=[TextContent(text=\'q\')])", '
+    '"ChatMessage(_role=<ChatRole.TOOL: \'tool\'>, _content=[ToolCallResult(result=\'d\', origin=5)])"]}',
+    '{"messages": ["ChatMessage(_role=<ChatRole.USER: \'user\'>, _content=[TextContent(text=\'a)]"]}',
+    '{"new_message": {"parts": [{"text": 3}, "x"]}}', '{"content": {"parts": [{"text": "a"}]}}',
+    '{"id": 1, "name": "search", "response": {"result": ["x"]}}',
 ]  # fmt: skip
 
 JSON_KEYS = ["resourceSpans", "scopeSpans", "spans", "attributes", "traceId", "spanId", "key", "value",
