@@ -1,0 +1,265 @@
+"""Custom criteria judged by the LLM judge through litellm, against the test LLM server.
+
+The server answers a criterion from the blocks the prompt says it reads (the share of the
+question's content words found there: `criterion_answer`), so each score below follows from the
+prompt the judge actually received; the prompts themselves are asserted, and calls are counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from agent.build import build_judge, build_metrics
+from agent.config import Settings
+from agent.evaluate import Evaluator
+from agent.model import Chunk, MetricResult, Outcome, RagInteraction
+from agent.telemetry import Telemetry
+from tests.support.llm_server import FakeLLMServer, criterion_answer, fenced_blocks
+
+pytestmark = pytest.mark.integration
+
+MODEL = "openai/ragpulse-test-judge"
+QUERY = "What is the capital of France?"
+RESPONSE = "The capital of France is Paris. Paris was founded in 250 BC."
+CHUNKS = (
+    "Bananas grow in tropical climates. They are rich in potassium.",
+    "Paris is the capital and largest city of France. It lies on the Seine.",
+)
+CAPITAL = {
+    "name": "capital_described",
+    "question": "Is Paris described as the capital of France?",
+    "reads": ["response"],
+    "scale": "1-5",
+    "anchors": {1: "not at all", 5: "exactly so"},
+}
+BANANAS = {
+    "name": "mentions_bananas",
+    "question": "Does the text mention bananas or potassium?",
+    "reads": ["context"],
+}
+BUILT_IN = {
+    "context_precision": 0.5,
+    "context_relevancy": 1 / 3,
+    "faithfulness": 0.5,
+    "answer_relevancy": 0.5,
+}
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[FakeLLMServer]:
+    with FakeLLMServer() as running:
+        yield running
+
+
+@pytest.fixture
+def fake(server: FakeLLMServer) -> FakeLLMServer:
+    server.reset()
+    return server
+
+
+def settings(server: FakeLLMServer, criteria: Sequence[dict[str, Any]], **overrides: object) -> Settings:
+    values: dict[str, object] = {
+        "judge_model": MODEL,
+        "judge_api_base": server.api_base,
+        "judge_api_key": "test-key",
+        "judge_structured_output": "json_schema",
+        "criteria": list(criteria),
+    }
+    return Settings.model_validate({**values, **overrides})
+
+
+def evaluator(settings: Settings, only_criteria: bool = False) -> Evaluator:
+    judge = build_judge(settings, Telemetry(CollectorRegistry()).judge)
+    metrics = build_metrics(settings)
+    if only_criteria:
+        metrics = metrics[len(settings.metrics) :]
+    return Evaluator(metrics, judge)
+
+
+def interaction(response: str | None = RESPONSE, reference: str | None = None, n: int = 0) -> RagInteraction:
+    return RagInteraction(
+        trace_id=f"{n:032x}",
+        span_id="cd" * 8,
+        query=QUERY if n == 0 else f"{QUERY} (variant {n})",
+        chunks=tuple(Chunk(c) for c in CHUNKS),
+        response=response,
+        service="s",
+        route="r",
+        reference=reference,
+    )
+
+
+def scored(results: list[MetricResult]) -> dict[str, float | None]:
+    return {r.metric: r.value for r in results}
+
+
+def user_prompt(request: dict[str, Any]) -> str:
+    return str(request["messages"][1]["content"])
+
+
+def test_two_criteria_ride_in_the_one_combined_call(fake: FakeLLMServer) -> None:
+    built_in = scored(asyncio.run(evaluator(settings(fake, [])).evaluate(interaction())))
+    fake.reset()
+    scoring = evaluator(settings(fake, [CAPITAL, BANANAS]))
+    results = asyncio.run(scoring.evaluate(interaction()))
+
+    # The built-in scores are what they are without criteria.
+    assert set(built_in) == {"context_precision", "context_relevancy", "faithfulness", "answer_relevancy"}
+    # Paris, capital, France are in the response, "described" is not: 3 of 4 words → 4 of 5 → 0.75.
+    assert criterion_answer(str(CAPITAL["question"]), "1-5", RESPONSE) == 4
+    assert scored(results) == pytest.approx({**built_in, "capital_described": 0.75, "mentions_bananas": 1.0})
+    assert all(r.outcome is Outcome.OK for r in results)
+    # Six metrics, one call: the criteria rode in the combined question.
+    assert fake.stats.calls == 1 and dict(fake.stats.by_kind) == {"assess_interaction": 1}
+
+    (request,) = fake.stats.requests
+    system, user = request["messages"][0]["content"], user_prompt(request)
+    assert system.startswith("You are a strict evaluator of retrieval-augmented answers.")
+    assert "Answer two things in one JSON object." in system  # the combined question's prompt
+    assert (
+        '- "capital_described" (reads RESPONSE; answer an integer from 1 to 5 (1 = not at all; '
+        "5 = exactly so)): Is Paris described as the capital of France?"
+    ) in user
+    assert (
+        '- "mentions_bananas" (reads CHUNKS; answer 1 for yes, 0 for no): Does the text mention bananas'
+        in user
+    )
+    assert '"criteria" exactly the keys "capital_described", "mentions_bananas", one per criterion' in user
+    # The criteria stand outside the fences: the fenced blocks are the interaction's texts only.
+    kind, blocks = fenced_blocks(user)
+    assert kind == "assess_interaction"
+    assert [name for name, _ in blocks] == ["QUERY", "RESPONSE", "CHUNK 1", "CHUNK 2"]
+    assert not any("capital_described" in body for _, body in blocks)
+    # The pinned schema holds one key per criterion with its allowed answers.
+    schema = request["response_format"]["json_schema"]["schema"]
+    assert schema["required"] == ["chunks", "claims", "criteria"]
+    assert schema["properties"]["criteria"] == {
+        "type": "object",
+        "properties": {
+            "capital_described": {"type": "integer", "enum": [1, 2, 3, 4, 5]},
+            "mentions_bananas": {"type": "integer", "enum": [0, 1]},
+        },
+        "required": ["capital_described", "mentions_bananas"],
+        "additionalProperties": False,
+    }
+
+
+def test_without_criteria_the_combined_prompt_is_unchanged(fake: FakeLLMServer) -> None:
+    asyncio.run(evaluator(settings(fake, [])).evaluate(interaction()))
+    (request,) = fake.stats.requests
+    assert "CRITERIA" not in user_prompt(request) and '"criteria"' not in user_prompt(request)
+    assert "criteria" not in request["response_format"]["json_schema"]["schema"]["properties"]
+
+
+def test_criteria_are_cached_and_an_edited_criterion_is_asked_again_alone(fake: FakeLLMServer) -> None:
+    same = settings(fake, [CAPITAL, BANANAS])
+    scoring = evaluator(same)
+    asyncio.run(scoring.evaluate(interaction()))
+    again = asyncio.run(scoring.evaluate(interaction()))
+    assert fake.stats.calls == 1  # all eight verdict kinds came from the cache
+    assert scored(again)["capital_described"] == pytest.approx(0.75)
+
+    # Same verdict cache (the judge stack's), one criterion edited: only it goes to the judge.
+    edited = {**BANANAS, "question": "Does the text mention Paris or the Seine?"}
+    judge = scoring._judge  # the stack that holds the cache
+    rescoring = Evaluator(build_metrics(settings(fake, [CAPITAL, edited])), judge)
+    results = asyncio.run(rescoring.evaluate(interaction()))
+    assert fake.stats.calls == 2 and fake.stats.by_kind["judge_criteria"] == 1
+    user = user_prompt(fake.stats.requests[-1])
+    assert '"mentions_bananas"' in user and "Paris or the Seine" in user and "capital_described" not in user
+    # The edited question reads the chunks: Paris and the Seine are there.
+    assert scored(results)["mentions_bananas"] == 1.0
+
+
+def test_criteria_judged_alone_cost_one_call_and_see_only_what_they_read(fake: FakeLLMServer) -> None:
+    scoring = evaluator(settings(fake, [CAPITAL, BANANAS]), only_criteria=True)
+    results = asyncio.run(scoring.evaluate(interaction()))
+    assert scored(results) == pytest.approx({"capital_described": 0.75, "mentions_bananas": 1.0})
+    assert fake.stats.calls == 1 and dict(fake.stats.by_kind) == {"judge_criteria": 1}
+    (request,) = fake.stats.requests
+    assert "Judge each criterion from the blocks it reads only" in request["messages"][0]["content"]
+    kind, blocks = fenced_blocks(user_prompt(request))
+    # No criterion reads the query: it is not sent.
+    assert kind == "judge_criteria" and [name for name, _ in blocks] == ["RESPONSE", "CHUNK 1", "CHUNK 2"]
+
+
+def test_a_criterion_reading_the_reference_is_skipped_without_one_never_zero(fake: FakeLLMServer) -> None:
+    matches = {
+        "name": "matches_reference",
+        "question": "Does the response give Paris as the capital of France?",
+        "reads": ["response", "reference"],
+    }
+    scoring = evaluator(settings(fake, [CAPITAL, matches]))
+    production = asyncio.run(scoring.evaluate(interaction()))
+    skipped = next(r for r in production if r.metric == "matches_reference")
+    assert skipped.outcome is Outcome.SKIPPED and skipped.value is None and skipped.reason == "no_reference"
+    assert dict(fake.stats.by_kind) == {"assess_interaction": 1}
+
+    fake.reset()
+    reference = "Paris is the capital of France."
+    scored_with = asyncio.run(scoring.evaluate(interaction(reference=reference)))
+    assert scored(scored_with)["matches_reference"] == 1.0
+    # With a reference the combined question is not asked (usefulness is judged against it); the
+    # criteria go together in one question of their own.
+    assert fake.stats.by_kind["judge_criteria"] == 1
+    (asked,) = [r for r in fake.stats.requests if fenced_blocks(user_prompt(r))[0] == "judge_criteria"]
+    _, blocks = fenced_blocks(user_prompt(asked))
+    assert dict(blocks)["REFERENCE"] == reference
+    # capital_described reads the same response as before: the cache answered it.
+    assert '"matches_reference"' in user_prompt(asked) and "capital_described" not in user_prompt(asked)
+    assert scored(scored_with)["capital_described"] == pytest.approx(0.75)
+
+
+def test_a_lower_is_better_criterion_scores_high_when_the_judge_says_no(fake: FakeLLMServer) -> None:
+    off_topic = {
+        "name": "mentions_fruit",
+        "question": "Does the response mention bananas or potassium?",
+        "reads": ["response"],
+        "higher_is_better": False,
+    }
+    results = asyncio.run(evaluator(settings(fake, [off_topic]), only_criteria=True).evaluate(interaction()))
+    assert criterion_answer(str(off_topic["question"]), "binary", RESPONSE) == 0  # no fruit in it
+    assert scored(results) == {"mentions_fruit": 1.0}  # 1 - 0
+
+
+def test_a_missing_criterion_is_repaired_alone(fake: FakeLLMServer) -> None:
+    fake.script("wrong_count")  # the first answer leaves out the last criterion
+    results = asyncio.run(
+        evaluator(settings(fake, [CAPITAL, BANANAS]), only_criteria=True).evaluate(interaction())
+    )
+    assert scored(results) == pytest.approx({"capital_described": 0.75, "mentions_bananas": 1.0})
+    assert fake.stats.calls == 2
+    repair = user_prompt(fake.stats.requests[1])
+    assert '"mentions_bananas"' in repair and "capital_described" not in repair
+
+
+def test_a_judge_failure_is_an_error_never_a_score(fake: FakeLLMServer) -> None:
+    fake.fail_always("400")
+    results = asyncio.run(evaluator(settings(fake, [CAPITAL, BANANAS])).evaluate(interaction()))
+    for name in ("capital_described", "mentions_bananas"):
+        result = next(r for r in results if r.metric == name)
+        assert result.outcome is Outcome.ERROR and result.value is None
+
+
+def test_criteria_inputs_are_redacted_before_the_judge_sees_them(fake: FakeLLMServer) -> None:
+    response = "The capital of France is Paris; write to jane.doe@example.com for the guide."
+    scoring = evaluator(settings(fake, [CAPITAL]), only_criteria=True)
+    asyncio.run(scoring.evaluate(interaction(response=response)))
+    user = user_prompt(fake.stats.requests[0])
+    assert "jane.doe@example.com" not in user and "capital of France is Paris" in user
+
+
+def test_calls_per_interaction_stay_one_with_two_criteria(fake: FakeLLMServer) -> None:
+    scoring = evaluator(settings(fake, [CAPITAL, BANANAS]))
+
+    async def many() -> list[list[MetricResult]]:
+        return await asyncio.gather(*(scoring.evaluate(interaction(n=n)) for n in range(1, 21)))
+
+    every = asyncio.run(many())
+    assert all(r.outcome is Outcome.OK for results in every for r in results)
+    assert fake.stats.calls == 20 and dict(fake.stats.by_kind) == {"assess_interaction": 20}
