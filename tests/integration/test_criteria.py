@@ -15,11 +15,14 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from agent.build import build_judge, build_metrics
-from agent.config import Settings
+from agent.config import DriftSettings, Settings
 from agent.evaluate import Evaluator
+from agent.exporters.drift import DriftAggregator
+from agent.exporters.prometheus import PrometheusExporter
 from agent.model import Chunk, MetricResult, Outcome, RagInteraction
 from agent.telemetry import Telemetry
 from tests.support.llm_server import FakeLLMServer, criterion_answer, fenced_blocks
+from tests.support.pipeline import evaluated
 
 pytestmark = pytest.mark.integration
 
@@ -263,3 +266,40 @@ def test_calls_per_interaction_stay_one_with_two_criteria(fake: FakeLLMServer) -
     every = asyncio.run(many())
     assert all(r.outcome is Outcome.OK for results in every for r in results)
     assert fake.stats.calls == 20 and dict(fake.stats.by_kind) == {"assess_interaction": 20}
+
+
+def test_a_criterion_is_exported_as_a_score_series_and_its_drift_points_the_right_way(
+    fake: FakeLLMServer,
+) -> None:
+    """A lower-is-better criterion ("does it mention fruit?") scores 1 while the answers stay on
+    topic; when they start mentioning fruit its score drops, and the drift detector (which
+    watches for drops) alarms on that criterion's own series."""
+    fruit = {
+        "name": "mentions_fruit",
+        "question": "Does the response mention bananas or potassium?",
+        "reads": ["response"],
+        "higher_is_better": False,
+    }
+    scoring = evaluator(settings(fake, [fruit]), only_criteria=True)
+    telemetry = Telemetry(CollectorRegistry())
+    drift = DriftSettings(baseline_size=30, window=10, threshold=4.0, alpha=1e-3)
+    exporters = [PrometheusExporter(telemetry.evaluation), DriftAggregator(telemetry.drift, drift)]
+
+    async def run() -> None:
+        for n in range(1, 61):
+            on_topic = n <= 40
+            response = (
+                f"Paris is the capital (note {n})." if on_topic else f"Bananas are rich in potassium ({n})."
+            )
+            subject = interaction(response=response, n=n)
+            results = await scoring.evaluate(subject)
+            for exporter in exporters:
+                await exporter.export(evaluated(subject, results))
+
+    asyncio.run(run())
+    registry = telemetry.registry
+    labels = {"service": "s", "route": "r", "metric": "mentions_fruit"}
+    assert registry.get_sample_value("ragpulse_score_count", labels) == 60
+    assert registry.get_sample_value("ragpulse_score_sum", labels) == 40.0  # 40 on topic, 20 with fruit
+    assert registry.get_sample_value("ragpulse_drift_detected", labels) == 1.0
+    assert fake.stats.calls == 60
