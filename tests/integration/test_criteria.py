@@ -8,10 +8,13 @@ prompt the judge actually received; the prompts themselves are asserted, and cal
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from prometheus_client import CollectorRegistry
 
 from agent.build import build_judge, build_metrics
@@ -21,6 +24,7 @@ from agent.exporters.drift import DriftAggregator
 from agent.exporters.prometheus import PrometheusExporter
 from agent.model import Chunk, MetricResult, Outcome, RagInteraction
 from agent.telemetry import Telemetry
+from tests.support.cli import ragpulse_eval, read_jsonl
 from tests.support.llm_server import FakeLLMServer, criterion_answer, fenced_blocks
 from tests.support.pipeline import evaluated
 
@@ -303,3 +307,84 @@ def test_a_criterion_is_exported_as_a_score_series_and_its_drift_points_the_righ
     assert registry.get_sample_value("ragpulse_score_sum", labels) == 40.0  # 40 on topic, 20 with fruit
     assert registry.get_sample_value("ragpulse_drift_detected", labels) == 1.0
     assert fake.stats.calls == 60
+
+
+# -- ragpulse eval, as a user runs it ----------------------------------------------------------------
+
+
+def _eval_set(tmp_path: Path) -> Path:
+    rows = [
+        {"id": "on_topic", "question": QUERY, "contexts": list(CHUNKS), "response": RESPONSE},
+        {
+            "id": "off_topic",
+            "question": QUERY,
+            "contexts": list(CHUNKS),
+            "response": "Bananas are rich in potassium.",
+        },
+    ]
+    data = tmp_path / "set.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return data
+
+
+def _config(tmp_path: Path) -> Path:
+    config = tmp_path / "ragpulse.yaml"
+    config.write_text(yaml.safe_dump({"criteria": [CAPITAL, BANANAS]}))
+    return config
+
+
+def _env(server: FakeLLMServer, config: Path, **extra: str) -> dict[str, str]:
+    return {
+        "RAGPULSE_CONFIG": str(config),
+        "RAGPULSE_JUDGE_MODEL": MODEL,
+        "RAGPULSE_JUDGE_API_BASE": server.api_base,
+        "RAGPULSE_JUDGE_API_KEY": "test-key",
+        **extra,
+    }
+
+
+def test_eval_scores_criteria_from_the_config_file_in_the_combined_call(
+    fake: FakeLLMServer, tmp_path: Path
+) -> None:
+    data, env = _eval_set(tmp_path), _env(fake, _config(tmp_path))
+    metrics = (
+        "context_precision,context_relevancy,faithfulness,answer_relevancy,capital_described,mentions_bananas"
+    )
+    run = ragpulse_eval(str(data), "--out", str(tmp_path / "all"), "--metrics", metrics, env=env)
+    assert run.returncode == 0, run.stderr
+    rows = {row["id"]: row for row in read_jsonl(tmp_path / "all" / "results.jsonl")}
+    assert rows["on_topic"]["capital_described"] == 0.75 and rows["on_topic"]["mentions_bananas"] == 1.0
+    # Nothing of the question in the off-topic answer: the judge says 1 of 5, a defined 0.
+    assert rows["off_topic"]["capital_described"] == 0.0
+    # The self-check, then one call per item: the criteria rode in the combined question.
+    assert dict(fake.stats.by_kind) == {"assess_chunks": 1, "assess_interaction": 2}
+    summary = json.loads((tmp_path / "all" / "summary.json").read_text())["metrics"]
+    assert (
+        summary["capital_described"]["mean"] == pytest.approx(0.375)
+        and summary["capital_described"]["count"] == 2
+    )
+
+    # Criteria alone (--metrics naming them): one question of their own per item.
+    fake.reset()
+    run = ragpulse_eval(
+        str(data), "--out", str(tmp_path / "alone"), "--metrics", "capital_described", env=env
+    )
+    assert run.returncode == 0, run.stderr
+    assert dict(fake.stats.by_kind) == {"assess_chunks": 1, "judge_criteria": 2}
+    rows = {row["id"]: row for row in read_jsonl(tmp_path / "alone" / "results.jsonl")}
+    assert rows["on_topic"]["capital_described"] == 0.75
+
+
+def test_the_local_judge_refuses_criteria_in_one_line_before_any_work(
+    fake: FakeLLMServer, tmp_path: Path
+) -> None:
+    data = _eval_set(tmp_path)
+    run = ragpulse_eval(str(data), "--out", str(tmp_path / "out"), "--judge", "lexical",
+                        env={"RAGPULSE_CONFIG": str(_config(tmp_path))})  # fmt: skip
+    assert run.returncode != 0
+    lines = [line for line in run.stderr.splitlines() if line.strip()]
+    assert any("criteria" in line and "custom criteria need an LLM judge" in line for line in lines), (
+        run.stderr
+    )
+    assert "Traceback" not in run.stderr
+    assert not (tmp_path / "out").exists()
