@@ -94,6 +94,13 @@ def _check_criteria(settings: Settings) -> None:
         raise settings.error(
             "criteria", f"{taken} name built-in metrics; give the criteria names of their own"
         )
+    # The judge's graded confidence reads these keys of its answers: a criterion of that name
+    # would be taken for one of them.
+    keys = [c.name for c in settings.criteria if c.name in ("useful", "supported", "relevant", "attributed")]
+    if keys:
+        raise settings.error(
+            "criteria", f"{keys} name keys of the judge's answers; give the criteria other names"
+        )
     if settings.judge.is_local:
         raise settings.error(
             "criteria",

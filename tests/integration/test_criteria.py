@@ -374,6 +374,11 @@ def test_eval_scores_criteria_from_the_config_file_in_the_combined_call(
     rows = {row["id"]: row for row in read_jsonl(tmp_path / "alone" / "results.jsonl")}
     assert rows["on_topic"]["capital_described"] == 0.75
 
+    # A gate may name a criterion: its mean (0.375) is under 0.5.
+    run = ragpulse_eval(str(data), "--out", str(tmp_path / "gated"), "--metrics", "capital_described",
+                        "--fail-under", "capital_described=0.5", env=env)  # fmt: skip
+    assert run.returncode == 4 and "gate failed: capital_described: mean 0.375" in run.stderr, run.stderr
+
 
 def test_the_local_judge_refuses_criteria_in_one_line_before_any_work(
     fake: FakeLLMServer, tmp_path: Path
