@@ -393,3 +393,25 @@ def test_the_local_judge_refuses_criteria_in_one_line_before_any_work(
     )
     assert "Traceback" not in run.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_with_graded_confidence_the_built_in_scores_are_graded_and_the_criteria_kept(
+    fake: FakeLLMServer,
+) -> None:
+    fake.flag_probability = 0.9  # p(chosen flag) of every 0/1 in the answer, criteria's included
+    try:
+        results = scored(
+            asyncio.run(
+                evaluator(settings(fake, [CAPITAL, BANANAS], judge_structured_output="auto")).evaluate(
+                    interaction()
+                )
+            )
+        )
+    finally:
+        fake.flag_probability = None
+    assert fake.stats.requests[0].get("logprobs") is True and fake.stats.calls == 1
+    # The built-in verdicts are graded: usefulness (no, yes) read as (0.1, 0.9) gives
+    # CP = (0.1 x 0.1 + 0.5 x 0.9) / 1.0 = 0.46, where binary verdicts give 0.5 ...
+    assert results["context_precision"] == pytest.approx(0.46)
+    # ... and the criteria are the judge's answers, as without log-probabilities.
+    assert results["capital_described"] == 0.75 and results["mentions_bananas"] == 1.0
