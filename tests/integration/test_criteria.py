@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,8 @@ from agent.telemetry import Telemetry
 from tests.support.cli import ragpulse_eval, read_jsonl
 from tests.support.llm_server import FakeLLMServer, criterion_answer, fenced_blocks
 from tests.support.pipeline import evaluated
+from tests.support.probing import CANARY_ITEMS, canary_command
+from tests.support.repo import ROOT
 
 pytestmark = pytest.mark.integration
 
@@ -415,3 +418,33 @@ def test_with_graded_confidence_the_built_in_scores_are_graded_and_the_criteria_
     assert results["context_precision"] == pytest.approx(0.46)
     # ... and the criteria are the judge's answers, as without log-probabilities.
     assert results["capital_described"] == 0.75 and results["mentions_bananas"] == 1.0
+
+
+def test_the_canary_compares_a_criterion_with_its_human_labels(fake: FakeLLMServer, tmp_path: Path) -> None:
+    venues = {
+        "name": "no_invented_venues",
+        "question": "Does it talk of an opera house or the Olympics?",
+        "reads": ["response"],
+        "higher_is_better": False,
+    }
+    labels = tmp_path / "criterion-labels.jsonl"
+    labels.write_text(
+        "".join(
+            json.dumps(
+                {"id": item["id"], "metric": "no_invented_venues", "label": int(item["id"].endswith("-ok"))}
+            )
+            + "\n"
+            for item in CANARY_ITEMS
+        )
+    )
+    env = {"RAGPULSE_CANARY_LABELS_FILE": str(labels), "RAGPULSE_CRITERIA": json.dumps([venues])}
+    argv, environment = canary_command(tmp_path, fake, env=env)
+    run = subprocess.run(argv, env=environment, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    # The judge agrees with every label.
+    assert "canary no_invented_venues: mean 0.500 (shift +0.000), auroc 1.000" in run.stdout, run.stdout
+    state = json.loads((tmp_path / "canary-state.json").read_text())
+    # The bad items invent an opera house and the Olympics: the judge says yes (score 0), the
+    # labels say 0; the good ones it scores 1, as labelled.
+    assert state["last"]["runs"]["no_invented_venues"]["mean"] == 0.5
+    assert dict(fake.stats.by_kind) == {"judge_criteria": len(CANARY_ITEMS)}
