@@ -16,6 +16,11 @@ from typing import Any
 
 import pytest
 import yaml
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import CollectorRegistry
 
 from agent.build import build_judge, build_metrics
@@ -25,11 +30,13 @@ from agent.exporters.drift import DriftAggregator
 from agent.exporters.prometheus import PrometheusExporter
 from agent.model import Chunk, MetricResult, Outcome, RagInteraction
 from agent.telemetry import Telemetry
+from tests.support.agent_process import AgentProcess
 from tests.support.cli import ragpulse_eval, read_jsonl
 from tests.support.llm_server import FakeLLMServer, criterion_answer, fenced_blocks
 from tests.support.pipeline import evaluated
 from tests.support.probing import CANARY_ITEMS, canary_command
 from tests.support.repo import ROOT
+from tests.support.spans import openinference_single_span
 
 pytestmark = pytest.mark.integration
 
@@ -448,3 +455,45 @@ def test_the_canary_compares_a_criterion_with_its_human_labels(fake: FakeLLMServ
     # labels say 0; the good ones it scores 1, as labelled.
     assert state["last"]["runs"]["no_invented_venues"]["mean"] == 0.5
     assert dict(fake.stats.by_kind) == {"judge_criteria": len(CANARY_ITEMS)}
+
+
+def test_ragpulse_run_exports_each_criterion_as_a_score_series(fake: FakeLLMServer) -> None:
+    """The agent as a process: spans from the OpenTelemetry SDK in, the criteria's series on
+    /metrics, one judge call per interaction."""
+    agent = AgentProcess(
+        env={
+            "RAGPULSE_JUDGE_MODEL": MODEL,
+            "RAGPULSE_JUDGE_API_BASE": fake.api_base,
+            "RAGPULSE_JUDGE_API_KEY": "test-key",
+            "RAGPULSE_JUDGE_SELF_CHECK": "false",
+            "RAGPULSE_CRITERIA": json.dumps([CAPITAL, BANANAS]),
+        }
+    )
+    try:
+        agent.wait_ready(timeout=60)
+        memory = InMemorySpanExporter()
+        provider = TracerProvider(resource=Resource.create({"service.name": "rag-app"}))
+        provider.add_span_processor(SimpleSpanProcessor(memory))
+        tracer = provider.get_tracer("tests")
+        for n in range(3):
+            openinference_single_span(tracer, query=f"{QUERY} ({n})", chunks=list(CHUNKS), response=RESPONSE)
+        exporter = OTLPSpanExporter(endpoint=agent.traces_url)
+        assert exporter.export(memory.get_finished_spans()) is SpanExportResult.SUCCESS
+        exporter.shutdown()
+        labels = {"service": "rag-app", "route": "rag.query"}
+        scrape = agent.wait_for(
+            lambda s: s.value("ragpulse_score_count", metric="mentions_bananas", **labels) == 3, timeout=60
+        )
+        assert scrape.value("ragpulse_score_sum", metric="capital_described", **labels) == pytest.approx(
+            3 * 0.75
+        )
+        assert scrape.value("ragpulse_score_sum", metric="mentions_bananas", **labels) == 3.0
+        assert scrape.value("ragpulse_score_count", metric="faithfulness", **labels) == 3
+        assert (
+            scrape.value("ragpulse_evaluations_total", metric="capital_described", outcome="ok", **labels)
+            == 3
+        )
+        assert dict(fake.stats.by_kind) == {"assess_interaction": 3}
+        assert agent.stop() == 0
+    finally:
+        agent.kill()
