@@ -279,7 +279,7 @@ class Criterion:
     question: str
     reads: tuple[str, ...] = ("query", "response")
     scale: str = "binary"
-    anchors: dict[int, str] = field(default_factory=dict)
+    anchors: dict[int, str] = field(default_factory=dict, hash=False)
     higher_is_better: bool = True
 
     def __post_init__(self) -> None:
