@@ -145,3 +145,11 @@ def test_the_cache_keeps_each_criterion_under_its_definition_and_its_inputs() ->
     edited = Criterion("tone", "Is the response warm?", ("response",), "1-5", {1: "cold", 5: "warm"})
     asyncio.run(judge.judge_criteria([edited], INPUTS))
     assert len(inner.asked) == 3
+
+
+def test_the_local_judge_refuses_criteria_naming_the_setting() -> None:
+    with pytest.raises(
+        JudgeError, match="the lexical judge cannot judge custom criteria; set judge_model"
+    ) as caught:
+        asyncio.run(LexicalJudge().judge_criteria([TONE], INPUTS))
+    assert caught.value.reason == "unsupported" and not caught.value.retryable
