@@ -36,7 +36,9 @@ from agent.judges.base import Judge, SpendSink
 from agent.judges.cache import CachedJudge, VerdictCache
 from agent.judges.instrumented import InstrumentedJudge
 from agent.judges.redacting import RedactingJudge
-from agent.metrics import METRICS
+from agent.metrics import METRICS, builtin_metric_name
+from agent.metrics.base import Metric
+from agent.metrics.criteria import CriterionMetric
 from agent.otlp.assemble import Labeller, TraceAssembler
 from agent.otlp.conventions import Convention
 from agent.otlp.conventions.genai import GenAI
@@ -61,11 +63,11 @@ def check_settings(settings: Settings) -> None:
     unknown = [name for name in settings.metrics if name not in METRICS]
     if unknown:
         raise settings.error("metrics", f"unknown metric(s) {unknown}; choose from {sorted(METRICS)}")
-    unknown = [key for key in settings.alerts.thresholds if key.rpartition("/")[2] not in METRICS]
+    _check_criteria(settings)
+    scored = {*METRICS, *(c.name for c in settings.criteria)}
+    unknown = [key for key in settings.alerts.thresholds if key.rpartition("/")[2] not in scored]
     if unknown:
-        raise settings.error(
-            "alert_thresholds", f"unknown metric(s) {unknown}; choose from {sorted(METRICS)}"
-        )
+        raise settings.error("alert_thresholds", f"unknown metric(s) {unknown}; choose from {sorted(scored)}")
     try:
         RateTable.parse(settings.sampling.rate, settings.sampling.rates)
     except ValueError as exc:
@@ -81,6 +83,37 @@ def check_settings(settings: Settings) -> None:
             load_calibrations(Path(settings.trust.calibration_file))
         except CalibrationError as exc:
             raise settings.error("calibration_file", str(exc)) from None
+
+
+def _check_criteria(settings: Settings) -> None:
+    """Custom criteria need an LLM judge, and names no built-in metric has."""
+    if not settings.criteria:
+        return
+    taken = [c.name for c in settings.criteria if builtin_metric_name(c.name)]
+    if taken:
+        raise settings.error(
+            "criteria", f"{taken} name built-in metrics; give the criteria names of their own"
+        )
+    # The judge's graded confidence reads these keys of its answers: a criterion of that name
+    # would be taken for one of them.
+    keys = [c.name for c in settings.criteria if c.name in ("useful", "supported", "relevant", "attributed")]
+    if keys:
+        raise settings.error(
+            "criteria", f"{keys} name keys of the judge's answers; give the criteria other names"
+        )
+    if settings.judge.is_local:
+        raise settings.error(
+            "criteria",
+            f"custom criteria need an LLM judge, and judge_model is the local judge "
+            f"{settings.judge.model!r}, which cannot answer open questions; set judge_model to an "
+            "LLM (e.g. openai/gpt-4o-mini) or remove the criteria",
+        )
+
+
+def build_metrics(settings: Settings) -> list[Metric]:
+    """The metrics every interaction of the stream is scored with: the configured built-in ones
+    and one per custom criterion (a criterion defined is a criterion scored)."""
+    return [*(METRICS[name]() for name in settings.metrics), *map(CriterionMetric, settings.criteria)]
 
 
 def load_checked_settings(**sources: Any) -> Settings:
@@ -197,7 +230,7 @@ def build_agent(
     )
     production = Route(
         "production",
-        Evaluator([METRICS[name]() for name in settings.metrics], judge),
+        Evaluator(build_metrics(settings), judge),
         sampler=sampler,
         # Durable exporters first: they must succeed before the in-process ones count an interaction.
         exporters=[
@@ -232,7 +265,12 @@ def build_agent(
     probe_results = ProbeResults(telemetry.probes, settings.probes)
     probes = Route(
         "probes",
-        ProbeScorer(settings.probes, build_judge(settings, telemetry.judge, redis), settings.metrics),
+        ProbeScorer(
+            settings.probes,
+            build_judge(settings, telemetry.judge, redis),
+            settings.metrics,
+            criteria=settings.criteria,
+        ),
         exporters=[probe_results],
         observers=[probe_results],
     )

@@ -36,6 +36,8 @@ from pydantic import (
     model_validator,
 )
 
+from agent.model import Criterion
+
 ENV_PREFIX = "RAGPULSE_"
 CONFIG_ENV = "RAGPULSE_CONFIG"
 
@@ -905,6 +907,12 @@ class Settings(BaseModel):
         min_length=1,
         description="Metrics scored on sampled interactions (the reference-free set by default).",
     )
+    criteria: tuple[Criterion, ...] = Field(
+        (),
+        description="Custom criteria judged by the LLM judge as metrics of their own, each "
+        "{name, question, reads, scale, anchors, higher_is_better} (docs/criteria.md); in YAML, "
+        "or JSON in the environment variable. Defined means scored.",
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "INFO", description="Log level of ragpulse (DEBUG also lets third-party clients log)."
     )
@@ -960,6 +968,26 @@ class Settings(BaseModel):
                 f"{scoped} name a service; metrics are scored for every service, so give bare metric "
                 "names (per-service thresholds go in alert_thresholds as service/metric=VALUE)"
             )
+        return value
+
+    @field_validator("criteria", mode="before")
+    @classmethod
+    def _criteria_json(cls, value: Any) -> Any:
+        # The environment variable and `--set` give the list as JSON text.
+        if isinstance(value, str):
+            try:
+                return json.loads(value) if value.strip() else []
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"expected a JSON list of criteria ({exc.msg})") from None
+        return value
+
+    @field_validator("criteria")
+    @classmethod
+    def _criteria_names(cls, value: tuple[Criterion, ...]) -> tuple[Criterion, ...]:
+        names = [c.name for c in value]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"criteria {twice} are defined twice; each name is one metric")
         return value
 
     @model_validator(mode="after")
@@ -1161,6 +1189,11 @@ def _describe(exc: ValidationError, origin: Mapping[str, str]) -> str:
                 "see `ragpulse validate-config --list`"
             )
             continue
+        if loc[:1] == ("criteria",) and len(loc) > 2:
+            # Which criterion and which of its keys (the list's own checks name the criterion).
+            if error["type"] == "unexpected_keyword_argument":
+                message = f"unknown key; a criterion has {', '.join(Criterion.__dataclass_fields__)}"
+            message = f"criterion {int(loc[1]) + 1}, {'.'.join(map(str, loc[2:]))}: {message}"
         if not loc or (len(loc) == 1 and loc[0] in SECTIONS):
             # A check across settings names its setting first ("kafka_bootstrap: ...").
             name, _, message = message.partition(": ")

@@ -6,7 +6,10 @@ their own evaluation (`_InteractionJudge`) that answers a question asked before 
 answer, so two metrics asking the same question (context precision and context relevancy) share
 one. When the metrics ask both chunk and claim questions about the response, the evaluator first
 asks the combined `assess_interaction` (one call for an LLM judge) and the view answers the
-metrics' questions from it, with or without a verdict cache behind the judge.
+metrics' questions from it, with or without a verdict cache behind the judge. Custom criteria
+ride in that combined question; without it (or for criteria that read the reference) they are
+asked together in one `judge_criteria` question, so n criteria add no call to an interaction
+that makes the combined one and one call to any other.
 
 A retryable judge failure (open breaker, timeout, 5xx, 429) is reported beside the results, so
 the caller defers the interaction (the stream) or retries it (`ragpulse eval`) instead of
@@ -17,6 +20,7 @@ evaluation (`JudgedVerdicts`), so a report can show them without asking the judg
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
@@ -28,9 +32,11 @@ from agent.judges.base import (
     CHECK_REFERENCE,
     CHECK_RESPONSE,
     COMPARE_ANSWERS,
+    JUDGE_CRITERIA,
     AnswerComparison,
     ChunkAssessment,
     ClaimVerdict,
+    CriterionInputs,
     InteractionVerdicts,
     Judge,
     JudgeError,
@@ -38,7 +44,8 @@ from agent.judges.base import (
 )
 from agent.metrics.base import Metric
 from agent.metrics.context import anchor
-from agent.model import MetricResult, RagInteraction, Verdict
+from agent.metrics.criteria import CriterionMetric, criterion_inputs
+from agent.model import Criterion, MetricResult, RagInteraction, Verdict
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -125,16 +132,54 @@ class _InteractionJudge(JudgeWrapper):
         return tuple(await self._inner.check_response(query, response, chunks))
 
     async def assess_interaction(
-        self, query: str, response: str, chunks: Sequence[str]
+        self, query: str, response: str, chunks: Sequence[str], criteria: Sequence[Criterion] = ()
     ) -> InteractionVerdicts:
-        key = (ASSESS_INTERACTION, query, response, tuple(chunks))
+        key = (ASSESS_INTERACTION, query, response, tuple(chunks), *(c.definition for c in criteria))
         answer: InteractionVerdicts = await self._once(
-            key, lambda: self._inner.assess_interaction(query, response, chunks)
+            key, lambda: self._inner.assess_interaction(query, response, chunks, criteria)
         )
-        # The combined answer answers the two questions it stands for.
+        # The combined answer answers the questions it stands for.
         self._seed((ASSESS_CHUNKS, query, response, tuple(chunks)), answer.chunks)
         self._seed((CHECK_RESPONSE, query, response, tuple(chunks)), answer.claims)
+        inputs = CriterionInputs(query, response, tuple(chunks))
+        for c in criteria:
+            if c.name in answer.criteria:
+                self._seed(self._criterion_key(c, inputs), answer.criteria[c.name])
         return answer
+
+    @staticmethod
+    def _criterion_key(criterion: Criterion, inputs: CriterionInputs) -> tuple[object, ...]:
+        shown = inputs.read_by([criterion])
+        return (
+            JUDGE_CRITERIA,
+            criterion.definition,
+            shown.query,
+            shown.response,
+            shown.chunks,
+            shown.reference,
+        )
+
+    async def judge_criteria(
+        self, criteria: Sequence[Criterion], inputs: CriterionInputs
+    ) -> dict[str, Verdict]:
+        """Each criterion asked once per evaluation; those not asked yet are asked together, and
+        each shares the answer (or the failure) of the question it was asked in."""
+        keys = {c.name: self._criterion_key(c, inputs) for c in criteria}
+        new = [c for c in criteria if keys[c.name] not in self._asked]
+        if new:
+            batch = asyncio.ensure_future(self._call(self._inner.judge_criteria(new, inputs)))
+            for c in new:
+                picked = self._asked[keys[c.name]] = asyncio.ensure_future(self._pick(batch, c.name))
+                # A failure is reported by whoever awaits it; never as "exception never retrieved".
+                picked.add_done_callback(lambda f: f.cancelled() or f.exception())
+        return {c.name: await self._asked[keys[c.name]] for c in criteria}
+
+    @staticmethod
+    async def _pick(batch: asyncio.Future[dict[str, Verdict]], name: str) -> Verdict:
+        answered = await batch
+        if name not in answered:
+            raise JudgeError(f"the judge gave no answer for criterion {name}", reason="invalid_answer")
+        return answered[name]
 
     async def check_reference(self, reference: str, chunks: Sequence[str]) -> list[Verdict]:
         key = (CHECK_REFERENCE, reference, tuple(chunks))
@@ -168,6 +213,11 @@ class Evaluator:
         judge = _InteractionJudge(self._judge)
         chunks = [c.content for c in interaction.chunks]
         asked = set().union(*(m.questions for m in metrics))
+        inputs = criterion_inputs(interaction)
+        # The custom criteria this interaction has what they read for.
+        criteria = [
+            m.criterion for m in metrics if isinstance(m, CriterionMetric) and m.missing(inputs) is None
+        ]
         # Both chunk and claim questions about the response: one combined question serves all
         # the metrics. (With a reference, chunk usefulness is judged against it instead.)
         combined = (
@@ -178,8 +228,9 @@ class Evaluator:
         )
         if combined:
             assert interaction.response is not None
+            riding = [c for c in criteria if "reference" not in c.reads]
             try:
-                await judge.assess_interaction(interaction.judged_query, interaction.response, chunks)
+                await judge.assess_interaction(interaction.judged_query, interaction.response, chunks, riding)
             except JudgeError as exc:
                 if exc.retryable:
                     # The judge is away: asking again per metric would only multiply the failures.
@@ -189,6 +240,10 @@ class Evaluator:
                 # verdict cache then sends only what the failed answer's valid part left open).
             except Exception:  # stage boundary: the metrics still ask for themselves
                 log.exception("combined judge call failed on interaction %s", interaction.interaction_id)
+        if criteria:
+            # The criteria the combined answer did not give, in one question for all of them.
+            with contextlib.suppress(Exception):  # the metrics report it: each shares the failure
+                await judge.judge_criteria(criteria, inputs)
         results = list(await asyncio.gather(*(self._one(m, interaction, judge) for m in metrics)))
         return Evaluation(results, judge.retryable, self._verdicts(judge, interaction, chunks))
 

@@ -6,6 +6,8 @@ never mutate them, so one object can be shared by concurrent tasks without locks
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -253,6 +255,75 @@ class Verdict:
         if self.score is None:
             return 1.0 if self.value else 0.0
         return min(max(self.score, 0.0), 1.0)
+
+
+# What a custom criterion may read of an interaction ("context" is the retrieved chunks).
+CRITERION_INPUTS = ("query", "response", "context", "reference")
+# A criterion's name is a Prometheus label value and a YAML/JSON key: lower-case words only.
+_CRITERION_NAME = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
+
+
+@dataclass(frozen=True)
+class Criterion:
+    """An operator's own metric (the `criteria` setting, docs/criteria.md): a question the LLM
+    judge answers about what the criterion `reads` of an interaction, on a `binary` scale (0 / 1)
+    or a `1-5` scale whose points the `anchors` describe.
+
+    Scores are "higher is better" everywhere in ragpulse (drift and alerts watch for drops): a
+    1-5 answer s scores (s - 1) / 4, a binary one 0 or 1, and a criterion whose question is asked
+    the other way round (`higher_is_better: false`, e.g. "is the response rude?") scores
+    1 - that. An invalid definition raises ValueError with one line naming the criterion.
+    """
+
+    name: str
+    question: str
+    reads: tuple[str, ...] = ("query", "response")
+    scale: str = "binary"
+    anchors: dict[int, str] = field(default_factory=dict, hash=False)
+    higher_is_better: bool = True
+
+    def __post_init__(self) -> None:
+        label = f"criterion {self.name!r}"
+        if not _CRITERION_NAME.match(self.name):
+            raise ValueError(
+                f"{label}: a name is lower-case letters, digits and '_', starting with a letter "
+                "(at most 48 characters; it becomes the metric label)"
+            )
+        if not self.question.strip():
+            raise ValueError(f"{label}: the question is empty")
+        unknown = [r for r in self.reads if r not in CRITERION_INPUTS]
+        if unknown or not self.reads or len(set(self.reads)) != len(self.reads):
+            raise ValueError(
+                f"{label}: reads must name each of {', '.join(CRITERION_INPUTS)} at most once "
+                f"(at least one), got {list(self.reads)}"
+            )
+        if self.scale not in ("binary", "1-5"):
+            raise ValueError(f"{label}: scale must be binary or 1-5, got {self.scale!r}")
+        if self.scale == "binary" and self.anchors:
+            raise ValueError(f"{label}: anchors describe the points of a 1-5 scale; a binary one has none")
+        if self.scale == "1-5":
+            if not {1, 5} <= set(self.anchors) or not set(self.anchors) <= {1, 2, 3, 4, 5}:
+                raise ValueError(
+                    f"{label}: a 1-5 scale needs anchors for 1 and 5 (and may describe 2, 3, 4), "
+                    f"got {sorted(self.anchors)}"
+                )
+            if not all(text.strip() for text in self.anchors.values()):
+                raise ValueError(f"{label}: an anchor is empty")
+        # Kept in CRITERION_INPUTS order, so the same criterion written two ways is one definition.
+        object.__setattr__(self, "reads", tuple(r for r in CRITERION_INPUTS if r in self.reads))
+
+    @property
+    def points(self) -> tuple[int, ...]:
+        """The answers the judge may give."""
+        return (0, 1) if self.scale == "binary" else (1, 2, 3, 4, 5)
+
+    @property
+    def definition(self) -> str:
+        """Everything that changes what the judge is asked: part of every cache key of its
+        verdicts, so editing a criterion invalidates them."""
+        return json.dumps(
+            [self.name, self.question, list(self.reads), self.scale, sorted(self.anchors.items())]
+        )
 
 
 class Outcome(StrEnum):

@@ -68,7 +68,14 @@ def open_run(settings: Settings, metrics: Sequence[str], k: int = 5) -> OfflineR
 
     registry = CollectorRegistry()
     judge = build_judge(settings, JudgeTelemetry(registry))
-    return OfflineRun(judge, registry, metrics, k=k, concurrency=settings.pipeline.eval_concurrency)
+    return OfflineRun(
+        judge,
+        registry,
+        metrics,
+        criteria=settings.criteria,
+        k=k,
+        concurrency=settings.pipeline.eval_concurrency,
+    )
 
 
 def self_checks(settings: Settings) -> bool:
@@ -102,14 +109,14 @@ def _settings(settings: Settings | None, config: str | Path | None, judge: str |
 
 
 def _prepare(
-    items: Items, metrics: Sequence[str] | None, k: int
+    items: Items, metrics: Sequence[str] | None, k: int, settings: Settings
 ) -> tuple[list[EvalItem], list[BadRow], list[str]]:
     loaded, bad = _load(items)
     for row in bad:  # attributed to the caller of evaluate / aevaluate
         warnings.warn(f"item {row.line} skipped: {row.reason}", stacklevel=3)
     if not loaded:
         raise ValueError("no usable item to evaluate")
-    return loaded, bad, choose_metrics(loaded, metrics, k)
+    return loaded, bad, choose_metrics(loaded, metrics, k, settings.criteria)
 
 
 async def _evaluate(
@@ -131,8 +138,9 @@ async def aevaluate(
     settings: Settings | None = None,
 ) -> EvalResults:
     """`evaluate` for code already in an event loop (a notebook: `await aevaluate(items)`)."""
-    loaded, bad, chosen = _prepare(items, metrics, k)
-    return await _evaluate(loaded, bad, chosen, k, _settings(settings, config, judge))
+    resolved = _settings(settings, config, judge)
+    loaded, bad, chosen = _prepare(items, metrics, k, resolved)
+    return await _evaluate(loaded, bad, chosen, k, resolved)
 
 
 def evaluate(
@@ -162,8 +170,9 @@ def evaluate(
         ConfigError: the settings are wrong (the message names the setting).
         ValueError: no usable item.
     """
-    loaded, bad, chosen = _prepare(items, metrics, k)
-    return asyncio.run(_evaluate(loaded, bad, chosen, k, _settings(settings, config, judge)))
+    resolved = _settings(settings, config, judge)
+    loaded, bad, chosen = _prepare(items, metrics, k, resolved)
+    return asyncio.run(_evaluate(loaded, bad, chosen, k, resolved))
 
 
 def quality_checks(results: EvalResults, *, on: str = MEAN, **thresholds: float) -> list[GateCheck]:

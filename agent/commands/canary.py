@@ -118,9 +118,10 @@ async def run_once(settings: Settings, judge_telemetry: Any, *, accept: bool = F
     if bad:
         raise ConfigError(f"canary_items_file: line {bad[0].line}: {bad[0].reason}")
     labels = read_label_file(Path(str(canary.labels_file))).labels
-    metrics = sorted({label.metric for label in labels} & set(METRICS))
+    judged = {*METRICS, *(c.name for c in settings.criteria)}
+    metrics = sorted({label.metric for label in labels} & judged)
     if not metrics:
-        raise ConfigError(f"canary_labels_file: no label names a judged metric ({sorted(METRICS)})")
+        raise ConfigError(f"canary_labels_file: no label names a judged metric ({sorted(judged)})")
     state = CanaryState(Path(canary.state_file))
     fingerprint = set_fingerprint(
         ({k: v for k, v in asdict(item).items() if k != "line"} for item in items),
@@ -144,7 +145,7 @@ async def run_once(settings: Settings, judge_telemetry: Any, *, accept: bool = F
         if failure is not None:
             print(f"canary: {self_check_line(judge.model, failure)}; nothing judged or saved", flush=True)
             return CanaryRun(JUDGE_BROKEN)
-    evaluator = OfflineEvaluator(judge, metrics)
+    evaluator = OfflineEvaluator(judge, metrics, criteria=settings.criteria)
     results = await _score(evaluator, items)
     scores = {(r.item.id, metric): v for r in results for metric, v in r.scores.items() if v is not None}
     errors = {(r.item.id, metric) for r in results for metric in r.errors}

@@ -26,6 +26,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from agent.config import Settings
+from agent.model import Criterion
 from agent.offline.evaluate import ItemResult, verdict_details
 from agent.offline.gate import CI_LOW, MEAN, GateCheck, Threshold, check_comparisons, check_gate_metrics
 from agent.offline.gate import check_thresholds as gate_thresholds
@@ -81,7 +82,7 @@ class Gate:
         return list(dict.fromkeys([*(t.metric for t in self.thresholds), *self.not_worse]))
 
 
-def _gate(args: argparse.Namespace) -> Gate:
+def _gate(args: argparse.Namespace, criteria: Sequence[Criterion] = ()) -> Gate:
     """The gate's flags, checked; ValueError with the one line naming the flag otherwise."""
     thresholds = []
     for flag, values, on in (
@@ -97,7 +98,7 @@ def _gate(args: argparse.Namespace) -> Gate:
     if gate.not_worse and not args.compare:
         raise ValueError("--fail-if-worse needs two files and --compare")
     try:
-        check_gate_metrics(gate.thresholds, gate.not_worse, args.k)
+        check_gate_metrics(gate.thresholds, gate.not_worse, args.k, criteria)
     except ValueError as exc:
         raise ValueError(f"gate: {exc}") from None
     return gate
@@ -113,7 +114,7 @@ def main(args: argparse.Namespace, settings: Settings) -> int:
         console.print("ragpulse eval: give one FILE, or two FILEs with --compare")
         return 2
     try:
-        gate = _gate(args)
+        gate = _gate(args, settings.criteria)
     except ValueError as exc:  # an unknown metric included: one line with a suggestion
         print(f"ragpulse eval: {exc}", file=sys.stderr)
         return USAGE
@@ -131,7 +132,7 @@ def main(args: argparse.Namespace, settings: Settings) -> int:
         wanted = [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics else None
         if wanted:  # a gated metric is scored even when --metrics leaves it out
             wanted += [m for m in gate.metrics if m not in wanted]
-        metrics = choose_metrics([i for items, _ in loaded for i in items], wanted, args.k)
+        metrics = choose_metrics([i for items, _ in loaded for i in items], wanted, args.k, settings.criteria)
     except ValueError as exc:  # UnknownMetric: one line with a suggestion
         print(f"ragpulse eval: --metrics: {exc}", file=sys.stderr)
         return USAGE
@@ -181,7 +182,7 @@ def main(args: argparse.Namespace, settings: Settings) -> int:
     if gate.not_worse:
         checks += check_comparisons(comparisons, gate.not_worse)
     gate_status = _print_gate(out, checks)
-    judged = _judge_verdict(scored, metrics, args.max_judge_errors)
+    judged = _judge_verdict(scored, metrics, args.max_judge_errors, [c.name for c in settings.criteria])
     # Scores with too many judge errors say little: that failure comes first.
     return judged if judged != OK else gate_status
 
@@ -196,13 +197,15 @@ def _print_gate(out: Console, checks: Sequence[GateCheck]) -> int:
     return GATE_FAILED if any(not c.passed for c in checks) else OK
 
 
-def _judge_verdict(scored: Sequence[Scored], metrics: Sequence[str], max_share: float) -> int:
+def _judge_verdict(
+    scored: Sequence[Scored], metrics: Sequence[str], max_share: float, criteria: Sequence[str] = ()
+) -> int:
     """JUDGE_FAILED, with one line, when the judge failed on more than `max_share` of the judged
     scores (or on all of them); else OK."""
     failed = sum(len(r.errors) for s in scored for r in s.results)
     if not failed:
         return OK
-    judged = _judged_metrics()
+    judged = _judged_metrics() | frozenset(criteria)
     answered = sum(
         1 for s in scored for r in s.results for m in metrics if m in judged and m not in r.errors
         and (r.scores.get(m) is not None or r.skipped.get(m) == "undefined")

@@ -16,6 +16,9 @@ LLM judge makes one call per question, not one per chunk. The questions:
   (context recall).
 - `compare_answers`: the response's claims checked against the reference and the reference's
   claims checked against the response (answer correctness).
+- `judge_criteria`: the operator's own criteria (`agent.model.Criterion`), each answered 0 / 1
+  or 1-5 from what it reads. When the combined question is asked, the criteria that read no
+  reference ride in it (`assess_interaction(..., criteria)`): two custom criteria add no call.
 
 A judge that cannot answer raises JudgeError; it never makes up a verdict. When part of its
 answer was valid (4 of 5 chunks), the error carries that part (`PartialAnswer`) so that a cache
@@ -34,7 +37,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from agent.model import Verdict
+from agent.model import Criterion, Verdict
 
 # Question kinds; they are part of every cache key and name the prompt files.
 ASSESS_CHUNKS = "assess_chunks"
@@ -43,7 +46,8 @@ CHECK_RESPONSE = "check_response"
 ASSESS_INTERACTION = "assess_interaction"
 CHECK_REFERENCE = "check_reference"
 COMPARE_ANSWERS = "compare_answers"
-QUESTION_KINDS = (ASSESS_CHUNKS, CHECK_RESPONSE, CHECK_REFERENCE, COMPARE_ANSWERS)
+JUDGE_CRITERIA = "judge_criteria"
+QUESTION_KINDS = (ASSESS_CHUNKS, CHECK_RESPONSE, CHECK_REFERENCE, COMPARE_ANSWERS, JUDGE_CRITERIA)
 
 
 class JudgeError(RuntimeError):
@@ -127,10 +131,41 @@ class AnswerComparison:
 class InteractionVerdicts:
     """The answer to `assess_interaction`: what `assess_chunks(query, response, chunks)` and
     `check_response(query, response, chunks)` answer, one assessment per chunk in order and the
-    response's claims."""
+    response's claims; `criteria`, what `judge_criteria` answers for the criteria asked with them
+    (by name)."""
 
     chunks: tuple[ChunkAssessment, ...]
     claims: tuple[ClaimVerdict, ...]
+    criteria: Mapping[str, Verdict] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class CriterionInputs:
+    """What custom criteria may read of one interaction; each criterion is shown only what it
+    `reads` (and a criterion reading something absent here is not asked)."""
+
+    query: str
+    response: str | None = None
+    chunks: tuple[str, ...] = ()
+    reference: str | None = None
+
+    def has(self, name: str) -> bool:
+        """Whether the input a criterion reads (agent.model.CRITERION_INPUTS) is present."""
+        if name == "query":
+            return True
+        if name == "context":
+            return bool(self.chunks)
+        return bool(self.response if name == "response" else self.reference)
+
+    def read_by(self, criteria: Sequence[Criterion]) -> CriterionInputs:
+        """Only what `criteria` read: the rest is never sent to the judge."""
+        reads = {r for c in criteria for r in c.reads}
+        return CriterionInputs(
+            self.query if "query" in reads else "",
+            self.response if "response" in reads else None,
+            self.chunks if "context" in reads else (),
+            self.reference if "reference" in reads else None,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,18 +179,22 @@ class PartialAnswer:
 
     chunks: Mapping[int, ChunkAssessment] = field(default_factory=dict)
     claims: tuple[ClaimVerdict, ...] | None = None
+    # Custom criteria answered validly, by name.
+    criteria: Mapping[str, Verdict] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
-        return bool(self.chunks) or self.claims is not None
+        return bool(self.chunks) or self.claims is not None or bool(self.criteria)
 
     def merge(self, *others: PartialAnswer | None) -> PartialAnswer:
         chunks = dict(self.chunks)
         claims = self.claims
+        criteria = dict(self.criteria)
         for other in others:
             if other is not None:
                 chunks |= other.chunks
                 claims = claims if claims is not None else other.claims
-        return PartialAnswer(chunks, claims)
+                criteria |= other.criteria
+        return PartialAnswer(chunks, claims, criteria)
 
 
 class Judge(Protocol):
@@ -197,13 +236,15 @@ class Judge(Protocol):
         ...
 
     async def assess_interaction(
-        self, query: str, response: str, chunks: Sequence[str]
+        self, query: str, response: str, chunks: Sequence[str], criteria: Sequence[Criterion] = ()
     ) -> InteractionVerdicts:
         """`assess_chunks(query, response, chunks)` and `check_response(query, response, chunks)`
         answered together: one call for an LLM judge (the saving that makes the four
         reference-free metrics cost one call per interaction), the two questions for a judge
-        without it (`answer_separately`). Fails as a whole, like any question; valid verdicts
-        of a failed answer travel on the JudgeError as its `partial`."""
+        without it (`answer_separately`). `criteria` (none reading the reference) are answered
+        in the same call, as `judge_criteria` would about (query, response, chunks). Fails as a
+        whole, like any question; valid verdicts of a failed answer travel on the JudgeError as
+        its `partial`."""
         ...
 
     async def check_reference(self, reference: str, chunks: Sequence[str]) -> list[Verdict]:
@@ -215,16 +256,39 @@ class Judge(Protocol):
         `response`."""
         ...
 
+    async def judge_criteria(
+        self, criteria: Sequence[Criterion], inputs: CriterionInputs
+    ) -> dict[str, Verdict]:
+        """Each criterion's answer by name: binary ones a yes/no verdict, 1-5 ones a verdict whose
+        `score` is (answer - 1) / 4 (the raw answer; the metric applies the direction). Every
+        criterion reads only inputs present in `inputs`. A judge that cannot judge criteria (the
+        local ones) raises JudgeError; the composition root refuses that setting at start-up."""
+        ...
+
 
 async def answer_separately(
-    judge: Judge, query: str, response: str, chunks: Sequence[str]
+    judge: Judge, query: str, response: str, chunks: Sequence[str], criteria: Sequence[Criterion] = ()
 ) -> InteractionVerdicts:
-    """`assess_interaction` for a judge that has no combined question: the two questions, asked
-    concurrently."""
-    assessed, claims = await asyncio.gather(
-        judge.assess_chunks(query, response, chunks), judge.check_response(query, response, chunks)
+    """`assess_interaction` for a judge that has no combined question: the two questions (and the
+    criteria's, when there are criteria), asked concurrently."""
+    inputs = CriterionInputs(query, response, tuple(chunks))
+    assessed, claims, judged = await asyncio.gather(
+        judge.assess_chunks(query, response, chunks),
+        judge.check_response(query, response, chunks),
+        judge.judge_criteria(criteria, inputs) if criteria else _no_criteria(),
     )
-    return InteractionVerdicts(tuple(assessed), tuple(claims))
+    return InteractionVerdicts(tuple(assessed), tuple(claims), judged)
+
+
+async def _no_criteria() -> dict[str, Verdict]:
+    return {}
+
+
+def refuse_criteria(model: str) -> JudgeError:
+    """What a judge that cannot judge custom criteria raises (build.py refuses the setting first)."""
+    return JudgeError(
+        f"the {model} judge cannot judge custom criteria; set judge_model to an LLM", reason="unsupported"
+    )
 
 
 class JudgeWrapper(ABC):
@@ -268,7 +332,7 @@ class JudgeWrapper(ABC):
 
     @abstractmethod
     async def assess_interaction(
-        self, query: str, response: str, chunks: Sequence[str]
+        self, query: str, response: str, chunks: Sequence[str], criteria: Sequence[Criterion] = ()
     ) -> InteractionVerdicts: ...
 
     @abstractmethod
@@ -276,6 +340,11 @@ class JudgeWrapper(ABC):
 
     @abstractmethod
     async def compare_answers(self, query: str, response: str, reference: str) -> AnswerComparison: ...
+
+    @abstractmethod
+    async def judge_criteria(
+        self, criteria: Sequence[Criterion], inputs: CriterionInputs
+    ) -> dict[str, Verdict]: ...
 
 
 class SpendSink(Protocol):

@@ -3,8 +3,10 @@
 Keys are `sha256(judge model, prompt version, question kind, normalised inputs)`. Chunk
 assessments are cached per chunk (usefulness and relevance under separate keys), so a query that
 comes back with one new chunk costs one chunk's verdicts, not a whole call; claim checks are
-cached per (response, chunks). The cache holds hashes and encoded verdicts only, never the text
-that was judged.
+cached per (response, chunks). A custom criterion's answer is cached per criterion under its
+whole definition (`Criterion.definition`) and the inputs it reads, so editing a criterion
+invalidates its verdicts and nothing else's. The cache holds hashes and encoded verdicts only,
+never the text that was judged.
 
 Valid verdicts of an answer that failed as a whole (`JudgeError.partial`: 4 chunks of 5 after a
 failed repair) are stored too, so the next question about the same chunks (the metrics' own
@@ -29,15 +31,17 @@ from agent.judges.base import (
     CHECK_REFERENCE,
     CHECK_RESPONSE,
     COMPARE_ANSWERS,
+    JUDGE_CRITERIA,
     AnswerComparison,
     ChunkAssessment,
     ClaimVerdict,
+    CriterionInputs,
     InteractionVerdicts,
     Judge,
     JudgeError,
     JudgeWrapper,
 )
-from agent.model import Verdict
+from agent.model import Criterion, Verdict
 
 T = TypeVar("T")
 
@@ -270,17 +274,64 @@ class CachedJudge(JudgeWrapper):
         self,
         assessed: Mapping[int, ChunkAssessment],
         claims: Sequence[ClaimVerdict] | None,
-        keys: tuple[list[str], list[str], str],
+        judged: Mapping[str, Verdict],
+        keys: tuple[list[str], list[str], str, dict[str, str]],
     ) -> None:
         """Store what is known of one interaction: a whole answer, or the valid part of a failed one."""
-        relevance_keys, useful_keys, claims_key = keys
+        relevance_keys, useful_keys, claims_key, criteria_keys = keys
         entries = self._chunk_entries(assessed, relevance_keys, useful_keys)
         if claims is not None:
             entries[claims_key] = encode_claims(claims)
+        entries |= {
+            criteria_keys[name]: encode_verdict(v) for name, v in judged.items() if name in criteria_keys
+        }
         await self._cache.set_many(entries)
 
+    def _criterion_key(self, criterion: Criterion, inputs: CriterionInputs) -> str:
+        """The criterion's definition and only the inputs it reads, each named (so a response
+        and a reference of the same text are two keys)."""
+        parts: list[str] = []
+        for read in criterion.reads:
+            if read == "context":
+                parts += [read, str(len(inputs.chunks)), *inputs.chunks]
+            else:
+                value = {"query": inputs.query, "response": inputs.response, "reference": inputs.reference}[
+                    read
+                ]
+                parts += [read, value or ""]
+        return self._key(JUDGE_CRITERIA, criterion.definition, *parts)
+
+    async def judge_criteria(
+        self, criteria: Sequence[Criterion], inputs: CriterionInputs
+    ) -> dict[str, Verdict]:
+        """Each criterion from the cache where it is known; the rest in one question."""
+        if not criteria:
+            return {}
+        keys = {c.name: self._criterion_key(c, inputs) for c in criteria}
+        flight = self._key(JUDGE_CRITERIA, "flight", *sorted(keys.values()))
+
+        async def fill() -> dict[str, Verdict]:
+            found = dict(zip(keys, await self._lookup(list(keys.values())), strict=True))
+            missing = [c for c in criteria if found[c.name] is None]
+            self._count(len(criteria), len(missing))
+            known = {name: decode_verdict(raw) for name, raw in found.items() if raw is not None}
+            if not missing:
+                return known
+            try:
+                answered = await self._inner.judge_criteria(missing, inputs)
+            except JudgeError as exc:
+                if exc.partial and exc.partial.criteria:
+                    await self._cache.set_many(
+                        {keys[n]: encode_verdict(v) for n, v in exc.partial.criteria.items() if n in keys}
+                    )
+                raise
+            await self._cache.set_many({keys[n]: encode_verdict(v) for n, v in answered.items() if n in keys})
+            return {**known, **answered}
+
+        return await self._single_flight(flight, fill)
+
     async def assess_interaction(
-        self, query: str, response: str, chunks: Sequence[str]
+        self, query: str, response: str, chunks: Sequence[str], criteria: Sequence[Criterion] = ()
     ) -> InteractionVerdicts:
         """Both questions about one interaction, from the cache where it can answer them.
 
@@ -288,31 +339,41 @@ class CachedJudge(JudgeWrapper):
         asked (one call for an LLM judge) and its verdicts are stored under the two usual
         question kinds; when it knows all of it, no judge is asked; when it knows part (a new
         response to a known query and chunks), `assess_chunks` and `check_response` ask for what
-        is missing only. A failed combined answer's valid verdicts are stored before the error
-        is raised, so the next question asks only for the rest.
+        is missing only (and `judge_criteria` the criteria it does not know). A failed combined
+        answer's valid verdicts are stored before the error is raised, so the next question asks
+        only for the rest.
         """
         relevance_keys = [self._key(ASSESS_CHUNKS, "relevance", query, c) for c in chunks]
         useful_keys = [self._key(ASSESS_CHUNKS, "useful", query, response, c) for c in chunks]
         claims_key = self._key(CHECK_RESPONSE, query, response, *chunks)
-        keys = (relevance_keys, useful_keys, claims_key)
-        flight = self._key(ASSESS_INTERACTION, "flight", query, response, *chunks)
+        inputs = CriterionInputs(query, response, tuple(chunks))
+        criteria_keys = {c.name: self._criterion_key(c, inputs) for c in criteria}
+        keys = (relevance_keys, useful_keys, claims_key, criteria_keys)
+        flight = self._key(
+            ASSESS_INTERACTION, "flight", query, response, *chunks, *sorted(criteria_keys.values())
+        )
 
         async def fill() -> InteractionVerdicts:
-            found = await self._lookup([claims_key, *relevance_keys, *useful_keys])
+            found = await self._lookup([claims_key, *relevance_keys, *useful_keys, *criteria_keys.values()])
             if any(value is not None for value in found):
                 # Known in part or whole: each question answers from the cache what it can.
-                assessed, claims = await asyncio.gather(
-                    self.assess_chunks(query, response, chunks), self.check_response(query, response, chunks)
+                assessed, claims, judged = await asyncio.gather(
+                    self.assess_chunks(query, response, chunks),
+                    self.check_response(query, response, chunks),
+                    self.judge_criteria(criteria, inputs),
                 )
-                return InteractionVerdicts(tuple(assessed), tuple(claims))
+                return InteractionVerdicts(tuple(assessed), tuple(claims), judged)
             try:
-                answer = await self._inner.assess_interaction(query, response, chunks)
+                answer = await self._inner.assess_interaction(query, response, chunks, criteria)
             except JudgeError as exc:
                 if exc.partial:
-                    await self._store_interaction(exc.partial.chunks, exc.partial.claims, keys)
+                    partial = exc.partial
+                    await self._store_interaction(partial.chunks, partial.claims, partial.criteria, keys)
                 raise
-            self._count(len(chunks) + 1, len(chunks) + 1)
-            await self._store_interaction(dict(enumerate(answer.chunks)), answer.claims, keys)
+            self._count(len(chunks) + 1 + len(criteria), len(chunks) + 1 + len(criteria))
+            await self._store_interaction(
+                dict(enumerate(answer.chunks)), answer.claims, answer.criteria, keys
+            )
             return answer
 
         return await self._single_flight(flight, fill)

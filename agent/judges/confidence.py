@@ -148,7 +148,7 @@ def graded(result: Any, completion: Completion) -> Any:
     if isinstance(result, dict) and result and all(isinstance(x, ChunkAssessment) for x in result.values()):
         new: Any = dict(zip(result, chunks(list(result.values())), strict=True))
     elif isinstance(result, InteractionVerdicts):
-        new = InteractionVerdicts(tuple(chunks(result.chunks)), tuple(claims(result.claims)))
+        new = replace(result, chunks=tuple(chunks(result.chunks)), claims=tuple(claims(result.claims)))
     elif isinstance(result, tuple) and len(result) == 2 and all(isinstance(x, list) for x in result):
         new = (chunks(result[0]), claims(result[1]))
     elif isinstance(result, list) and result and all(isinstance(x, ChunkAssessment) for x in result):

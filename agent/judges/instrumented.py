@@ -14,13 +14,14 @@ from agent.judges.base import (
     AnswerComparison,
     ChunkAssessment,
     ClaimVerdict,
+    CriterionInputs,
     InteractionVerdicts,
     Judge,
     JudgeError,
     JudgeWrapper,
     SpendSink,
 )
-from agent.model import Verdict
+from agent.model import Criterion, Verdict
 from agent.telemetry import JudgeTelemetry
 
 T = TypeVar("T")
@@ -62,12 +63,17 @@ class InstrumentedJudge(JudgeWrapper):
         return await self._measure(self._inner.check_response(query, response, chunks))
 
     async def assess_interaction(
-        self, query: str, response: str, chunks: Sequence[str]
+        self, query: str, response: str, chunks: Sequence[str], criteria: Sequence[Criterion] = ()
     ) -> InteractionVerdicts:
-        return await self._measure(self._inner.assess_interaction(query, response, chunks))
+        return await self._measure(self._inner.assess_interaction(query, response, chunks, criteria))
 
     async def check_reference(self, reference: str, chunks: Sequence[str]) -> list[Verdict]:
         return await self._measure(self._inner.check_reference(reference, chunks))
 
     async def compare_answers(self, query: str, response: str, reference: str) -> AnswerComparison:
         return await self._measure(self._inner.compare_answers(query, response, reference))
+
+    async def judge_criteria(
+        self, criteria: Sequence[Criterion], inputs: CriterionInputs
+    ) -> dict[str, Verdict]:
+        return await self._measure(self._inner.judge_criteria(criteria, inputs))

@@ -33,9 +33,11 @@ from agent.judges.base import (
     ASSESS_CHUNKS,
     ASSESS_INTERACTION,
     CHECK_RESPONSE,
+    JUDGE_CRITERIA,
     AnswerComparison,
     ChunkAssessment,
     ClaimVerdict,
+    CriterionInputs,
     InteractionVerdicts,
     JudgeError,
 )
@@ -54,11 +56,12 @@ from agent.judges.questions import (
     check_reference_request,
     check_response_request,
     compare_answers_request,
+    judge_criteria_request,
     load_prompt,
     numbered_statements,
     ordered,
 )
-from agent.model import Verdict
+from agent.model import Criterion, Verdict
 
 __all__ = [
     "PROMPT_VERSION",
@@ -74,7 +77,7 @@ log = logging.getLogger(__name__)
 
 
 # Verdicts of these kinds may come from their own prompt, from the combined one, or from a repair.
-_ANSWERED_TOGETHER = (ASSESS_CHUNKS, CHECK_RESPONSE)
+_ANSWERED_TOGETHER = (ASSESS_CHUNKS, CHECK_RESPONSE, JUDGE_CRITERIA)
 
 
 # -- Start-up self-check ---------------------------------------------------------------------------
@@ -194,11 +197,20 @@ class LLMJudge:
         return await self._ask(check_response_request(query, response, chunks))
 
     async def assess_interaction(
-        self, query: str, response: str, chunks: Sequence[str]
+        self, query: str, response: str, chunks: Sequence[str], criteria: Sequence[Criterion] = ()
     ) -> InteractionVerdicts:
-        # One call answers both questions (prompts/assess_interaction.v1.txt).
-        assessed, claims = await self._ask(assess_interaction_request(query, response, chunks))
-        return InteractionVerdicts(tuple(assessed), tuple(claims))
+        # One call answers both questions and the criteria (prompts/assess_interaction.v2.txt).
+        verdicts: InteractionVerdicts = await self._ask(
+            assess_interaction_request(query, response, chunks, criteria)
+        )
+        return verdicts
+
+    async def judge_criteria(
+        self, criteria: Sequence[Criterion], inputs: CriterionInputs
+    ) -> dict[str, Verdict]:
+        if not criteria:
+            return {}
+        return await self._ask(judge_criteria_request(criteria, inputs))
 
     async def check_reference(self, reference: str, chunks: Sequence[str]) -> list[Verdict]:
         return await self._ask(check_reference_request(reference, chunks))

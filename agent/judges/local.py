@@ -19,10 +19,12 @@ from agent.judges.base import (
     AnswerComparison,
     ChunkAssessment,
     ClaimVerdict,
+    CriterionInputs,
     InteractionVerdicts,
     answer_separately,
+    refuse_criteria,
 )
-from agent.model import Verdict, relevance_query
+from agent.model import Criterion, Verdict, relevance_query
 from agent.text import (
     META_WORDS,
     SOURCE_REFERENCE,
@@ -184,9 +186,15 @@ class LexicalJudge:
         return check_response(query, response, chunks, support_threshold=self._support_threshold)
 
     async def assess_interaction(
-        self, query: str, response: str, chunks: Sequence[str]
+        self, query: str, response: str, chunks: Sequence[str], criteria: Sequence[Criterion] = ()
     ) -> InteractionVerdicts:
-        return await answer_separately(self, query, response, chunks)
+        return await answer_separately(self, query, response, chunks, criteria)
+
+    async def judge_criteria(
+        self, criteria: Sequence[Criterion], inputs: CriterionInputs
+    ) -> dict[str, Verdict]:
+        # Open questions need a language model; build.py refuses the setting before any call.
+        raise refuse_criteria(self.model)
 
     async def check_reference(self, reference: str, chunks: Sequence[str]) -> list[Verdict]:
         return check_reference(reference, chunks, threshold=self._support_threshold)

@@ -22,11 +22,12 @@ from agent.judges.base import (
     AnswerComparison,
     ChunkAssessment,
     ClaimVerdict,
+    CriterionInputs,
     InteractionVerdicts,
     Judge,
     JudgeWrapper,
 )
-from agent.model import Verdict
+from agent.model import Criterion, Verdict
 
 T = TypeVar("T")
 
@@ -88,10 +89,10 @@ class BoundedJudge(JudgeWrapper):
         return await self._call(lambda: self._inner.check_response(q, r, c))
 
     async def assess_interaction(
-        self, query: str, response: str, chunks: Sequence[str]
+        self, query: str, response: str, chunks: Sequence[str], criteria: Sequence[Criterion] = ()
     ) -> InteractionVerdicts:
         q, r, c = self._cut(query), self._cut(response), self._cut_all(chunks)
-        return await self._call(lambda: self._inner.assess_interaction(q, r, c))
+        return await self._call(lambda: self._inner.assess_interaction(q, r, c, criteria))
 
     async def check_reference(self, reference: str, chunks: Sequence[str]) -> list[Verdict]:
         r, c = self._cut(reference), self._cut_all(chunks)
@@ -100,3 +101,14 @@ class BoundedJudge(JudgeWrapper):
     async def compare_answers(self, query: str, response: str, reference: str) -> AnswerComparison:
         q, r, ref = self._cut(query), self._cut(response), self._cut(reference)
         return await self._call(lambda: self._inner.compare_answers(q, r, ref))
+
+    async def judge_criteria(
+        self, criteria: Sequence[Criterion], inputs: CriterionInputs
+    ) -> dict[str, Verdict]:
+        cut = CriterionInputs(
+            self._cut(inputs.query),
+            None if inputs.response is None else self._cut(inputs.response),
+            tuple(self._cut_all(inputs.chunks)),
+            None if inputs.reference is None else self._cut(inputs.reference),
+        )
+        return await self._call(lambda: self._inner.judge_criteria(criteria, cut))

@@ -30,12 +30,15 @@ from agent.judges.base import (
     CHECK_REFERENCE,
     CHECK_RESPONSE,
     COMPARE_ANSWERS,
+    JUDGE_CRITERIA,
     AnswerComparison,
     ChunkAssessment,
     ClaimVerdict,
+    CriterionInputs,
+    InteractionVerdicts,
     PartialAnswer,
 )
-from agent.model import Verdict, split_conversation
+from agent.model import Criterion, Verdict, split_conversation
 from agent.text import sentences
 
 PROMPT_VERSION = "v1"
@@ -48,6 +51,7 @@ PROMPT_KINDS = (
     CHECK_REFERENCE,
     COMPARE_ANSWERS,
     CHECK_CLAIMS,
+    JUDGE_CRITERIA,
 )
 
 
@@ -456,8 +460,11 @@ def check_response_request(query: str, response: str, chunks: Sequence[str]) -> 
     return Request(CHECK_RESPONSE, tuple(blocks), instruction, schema, parse)
 
 
-def assess_interaction_request(query: str, response: str, chunks: Sequence[str]) -> Request:
-    """Both questions at once; parses to (assessments in chunk order, claims)."""
+def assess_interaction_request(
+    query: str, response: str, chunks: Sequence[str], criteria: Sequence[Criterion] = ()
+) -> Request:
+    """Both questions at once, and the custom `criteria` (none reading the reference) with them;
+    parses to InteractionVerdicts."""
     numbered = dict(enumerate(chunks, 1))
     statements = {n: len(numbered_statements(c)) for n, c in numbered.items()}
     blocks = [*query_blocks(query), ("RESPONSE", response)]
@@ -467,15 +474,24 @@ def assess_interaction_request(query: str, response: str, chunks: Sequence[str])
         f'Reply with {{"chunks": {{...}}, "claims": [...]}}; "chunks" holds exactly the keys {keys}, '
         "one per chunk."
     )
+    if criteria:
+        instruction = (
+            f"{criteria_instruction(criteria)}\n\n"
+            f'Reply with {{"chunks": {{...}}, "claims": [...], "criteria": {{...}}}}; "chunks" holds '
+            f'exactly the keys {keys}, one per chunk, and "criteria" exactly the keys '
+            f"{_names(criteria)}, one per criterion."
+        )
+    inputs = CriterionInputs(query, response, tuple(chunks))
 
-    def parse(content: str) -> tuple[list[ChunkAssessment], list[ClaimVerdict]]:
+    def parse(content: str) -> InteractionVerdicts:
         answer = parse_json(content)
         found, problems = chunk_verdicts(answer, statements, with_useful=True)
         claims, claims_follow, complete_claims, claims_problem = _claims_or_repair(
             answer, query, response, chunks
         )
-        if not problems and claims is not None:
-            return ordered(found, list(numbered)), claims
+        judged, criteria_problems = criterion_verdicts(answer, criteria)
+        if not problems and claims is not None and not criteria_problems:
+            return InteractionVerdicts(tuple(ordered(found, list(numbered))), tuple(claims), judged)
         follows: list[Request] = []
         if problems:
             missing = {n: c for n, c in numbered.items() if n not in found}
@@ -485,37 +501,142 @@ def assess_interaction_request(query: str, response: str, chunks: Sequence[str])
             problems_text = ""
         if claims_follow is not None:
             follows.append(claims_follow)
+        unanswered = [c for c in criteria if c.name not in judged]
+        if unanswered:
+            follows.append(judge_criteria_request(unanswered, inputs))
 
-        def known(parts: list[Any]) -> tuple[dict[int, ChunkAssessment], list[ClaimVerdict] | None]:
-            """Chunk verdicts and claims from the first answer and the follow-ups that succeeded."""
+        def known(
+            parts: list[Any],
+        ) -> tuple[dict[int, ChunkAssessment], list[ClaimVerdict] | None, dict[str, Verdict]]:
+            """Verdicts from the first answer and the follow-ups that succeeded."""
             rest = list(parts)
             chunks_part = rest.pop(0) if problems else None
             claims_part = rest.pop(0) if claims_follow is not None else None
+            criteria_part = rest.pop(0) if unanswered else None
             assessed = {**found, **(chunks_part or {})}
+            answered = {**judged, **(criteria_part or {})}
             if claims_follow is None:
-                return assessed, claims
-            return assessed, None if claims_part is None else complete_claims(claims_part)
+                return assessed, claims, answered
+            return assessed, None if claims_part is None else complete_claims(claims_part), answered
 
-        def complete(parts: list[Any]) -> tuple[list[ChunkAssessment], list[ClaimVerdict]]:
-            assessed, final_claims = known(parts)
+        def complete(parts: list[Any]) -> InteractionVerdicts:
+            assessed, final_claims, answered = known(parts)
             assert final_claims is not None
-            return ordered(assessed, list(numbered)), final_claims
+            return InteractionVerdicts(
+                tuple(ordered(assessed, list(numbered))), tuple(final_claims), answered
+            )
 
         def salvage(parts: list[Any]) -> PartialAnswer:
-            assessed, final_claims = known(parts)
-            return PartialAnswer(by_position(assessed), None if final_claims is None else tuple(final_claims))
+            assessed, final_claims, answered = known(parts)
+            return PartialAnswer(
+                by_position(assessed), None if final_claims is None else tuple(final_claims), answered
+            )
 
-        message = "; ".join(p for p in (problems_text, claims_problem) if p)
+        message = "; ".join(p for p in (problems_text, claims_problem, *criteria_problems) if p)
         repair = Repair(tuple(follows), complete, salvage)
         raise InvalidAnswer(message, repair, salvage([None] * len(follows)))
 
-    schema = _object(
-        {
-            "chunks": chunks_schema(statements, with_useful=True),
-            "claims": _claims_list_schema(["supported", "relevant"]),
-        }
+    properties: dict[str, Any] = {
+        "chunks": chunks_schema(statements, with_useful=True),
+        "claims": _claims_list_schema(["supported", "relevant"]),
+    }
+    if criteria:
+        properties["criteria"] = criteria_schema(criteria)
+    return Request(ASSESS_INTERACTION, tuple(blocks), instruction, _object(properties), parse)
+
+
+# -- Custom criteria ----------------------------------------------------------------------------
+
+# The block each input a criterion reads is shown in.
+_BLOCKS = {"query": "QUERY", "response": "RESPONSE", "context": "CHUNKS", "reference": "REFERENCE"}
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _names(criteria: Sequence[Criterion]) -> str:
+    return ", ".join(f'"{c.name}"' for c in criteria)
+
+
+def criteria_instruction(criteria: Sequence[Criterion]) -> str:
+    """The criteria as the judge reads them. Their text is the operator's configuration, not
+    data: it stands outside the fences, as the instructions do."""
+    lines = [
+        'CRITERIA: answer each criterion below under "criteria", keyed by its name, judging it only '
+        "from the blocks it reads:"
+    ]
+    for c in criteria:
+        if c.scale == "binary":
+            scale = "1 for yes, 0 for no"
+        else:
+            points = "; ".join(f"{p} = {_one_line(text)}" for p, text in sorted(c.anchors.items()))
+            scale = f"an integer from 1 to 5 ({points})"
+        reads = ", ".join(_BLOCKS[r] for r in c.reads)
+        lines.append(f'- "{c.name}" (reads {reads}; answer {scale}): {_one_line(c.question)}')
+    return "\n".join(lines)
+
+
+def criteria_schema(criteria: Sequence[Criterion]) -> dict[str, Any]:
+    """One required key per criterion, its allowed answers pinned."""
+    return _object({c.name: {"type": "integer", "enum": list(c.points)} for c in criteria})
+
+
+def criterion_verdict(criterion: Criterion, answer: int) -> Verdict:
+    """A binary answer as a yes/no verdict; a 1-5 answer s as a verdict scored (s - 1) / 4."""
+    if criterion.scale == "binary":
+        return Verdict(answer == 1)
+    score = (answer - 1) / 4
+    return Verdict(score >= 0.5, score=score)
+
+
+def criterion_verdicts(
+    answer: dict[str, Any], criteria: Sequence[Criterion]
+) -> tuple[dict[str, Verdict], list[str]]:
+    """The valid criterion answers by name, and what is wrong with the rest."""
+    section = answer.get("criteria")
+    if not isinstance(section, dict):
+        section = {}
+    found: dict[str, Verdict] = {}
+    problems: list[str] = []
+    for c in criteria:
+        value = section.get(c.name)
+        if isinstance(value, int) and not isinstance(value, bool) and value in c.points:
+            found[c.name] = criterion_verdict(c, value)
+        elif c.name not in section:
+            problems.append(f"no answer for criterion {c.name}")
+        else:
+            problems.append(f"criterion {c.name}: expected one of {list(c.points)}, got {str(value)[:40]!r}")
+    return found, problems
+
+
+def judge_criteria_request(criteria: Sequence[Criterion], inputs: CriterionInputs) -> Request:
+    """The criteria asked on their own, shown only what they read; parses to {name: Verdict}
+    with every criterion present, a partial answer raising InvalidAnswer with a repair that asks
+    about the missing criteria only."""
+    shown = inputs.read_by(criteria)
+    blocks = query_blocks(shown.query) if any("query" in c.reads for c in criteria) else []
+    if shown.response is not None:
+        blocks.append(("RESPONSE", shown.response))
+    blocks += [(f"CHUNK {n}", c) for n, c in enumerate(shown.chunks, 1)]
+    if shown.reference is not None:
+        blocks.append(("REFERENCE", shown.reference))
+    instruction = (
+        f'{criteria_instruction(criteria)}\n\nReply with {{"criteria": {{...}}}} holding exactly the '
+        f"keys {_names(criteria)}, one per criterion."
     )
-    return Request(ASSESS_INTERACTION, tuple(blocks), instruction, schema, parse)
+
+    def parse(content: str) -> dict[str, Verdict]:
+        found, problems = criterion_verdicts(parse_json(content), criteria)
+        if not problems:
+            return found
+        follow = judge_criteria_request([c for c in criteria if c.name not in found], inputs)
+        partial = PartialAnswer(criteria=found)
+        repair = Repair((follow,), lambda parts: {**found, **parts[0]}, lambda _: partial)
+        raise InvalidAnswer("; ".join(problems), repair, partial)
+
+    schema = _object({"criteria": criteria_schema(criteria)})
+    return Request(JUDGE_CRITERIA, tuple(blocks), instruction, schema, parse)
 
 
 def check_reference_request(reference: str, chunks: Sequence[str]) -> Request:

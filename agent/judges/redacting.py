@@ -24,11 +24,12 @@ from agent.judges.base import (
     AnswerComparison,
     ChunkAssessment,
     ClaimVerdict,
+    CriterionInputs,
     InteractionVerdicts,
     Judge,
     JudgeWrapper,
 )
-from agent.model import Verdict
+from agent.model import Criterion, Verdict
 from agent.redact import Redactor
 
 _MEMO_SIZE = 256
@@ -72,11 +73,12 @@ class RedactingJudge(JudgeWrapper):
         return await self._inner.check_response(q, r, c)
 
     async def assess_interaction(
-        self, query: str, response: str, chunks: Sequence[str]
+        self, query: str, response: str, chunks: Sequence[str], criteria: Sequence[Criterion] = ()
     ) -> InteractionVerdicts:
-        # The answer is positional (per chunk, per claim): it holds for the original texts too.
+        # The answer is positional (per chunk, per claim) or by criterion name: it holds for the
+        # original texts too.
         q, r, *c = self._redact(query, response, *chunks)
-        return await self._inner.assess_interaction(q, r, c)
+        return await self._inner.assess_interaction(q, r, c, criteria)
 
     async def check_reference(self, reference: str, chunks: Sequence[str]) -> list[Verdict]:
         ref, *c = self._redact(reference, *chunks)
@@ -85,3 +87,16 @@ class RedactingJudge(JudgeWrapper):
     async def compare_answers(self, query: str, response: str, reference: str) -> AnswerComparison:
         q, r, ref = self._redact(query, response, reference)
         return await self._inner.compare_answers(q, r, ref)
+
+    async def judge_criteria(
+        self, criteria: Sequence[Criterion], inputs: CriterionInputs
+    ) -> dict[str, Verdict]:
+        # Redacted together, in the combined question's order, so both share one memo entry.
+        texts = [inputs.query, *([inputs.response] if inputs.response is not None else []), *inputs.chunks]
+        texts += [inputs.reference] if inputs.reference is not None else []
+        redacted = list(self._redact(*texts))
+        query = redacted.pop(0)
+        response = redacted.pop(0) if inputs.response is not None else None
+        chunks = tuple(redacted[: len(inputs.chunks)])
+        reference = redacted[len(inputs.chunks)] if inputs.reference is not None else None
+        return await self._inner.judge_criteria(criteria, CriterionInputs(query, response, chunks, reference))

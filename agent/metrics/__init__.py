@@ -64,6 +64,24 @@ METRICS: dict[str, type[Metric]] = {
     AnswerCorrectness.name: AnswerCorrectness,
 }
 
+# Names of metrics ragpulse computes without a judge (`ragpulse eval`, probes): a custom
+# criterion may not take one, or its series would mix with theirs.
+_DERIVED_PREFIXES = (
+    "ragchecker_",
+    "nonllm_",
+    "id_",
+    "precision_at_",
+    "recall_at_",
+    "hit_rate_at_",
+    "ndcg_at_",
+)
+
+
+def builtin_metric_name(name: str) -> bool:
+    """Whether `name` is, or could be, the name of one of ragpulse's own metrics."""
+    return name in METRICS or name == "mrr" or name.startswith(_DERIVED_PREFIXES)
+
+
 __all__ = [
     "METRICS",
     "STREAMING_METRICS",
@@ -79,6 +97,7 @@ __all__ = [
     "aggregate_ragchecker",
     "answer_correctness_score",
     "answer_relevancy_score",
+    "builtin_metric_name",
     "claim_check_from_verdicts",
     "context_entities_recall",
     "context_precision_at_k",

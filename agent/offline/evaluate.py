@@ -28,8 +28,9 @@ from agent.metrics import (
     ragchecker_scores,
 )
 from agent.metrics.base import Metric
+from agent.metrics.criteria import CriterionMetric, criterion_inputs
 from agent.metrics.ragchecker import RagCheckerScores
-from agent.model import Chunk, MetricResult, Outcome, RagInteraction, Verdict
+from agent.model import Chunk, Criterion, MetricResult, Outcome, RagInteraction, Verdict
 from agent.offline.records import EvalItem
 
 log = logging.getLogger(__name__)
@@ -88,9 +89,19 @@ def deterministic_scores(item: EvalItem, k: int) -> dict[str, float | None]:
     return scores
 
 
-def available_metrics(items: Sequence[EvalItem], k: int) -> list[str]:
-    """Every metric whose inputs at least one item carries, in a stable order."""
+def _criterion_ready(criterion: Criterion, item: EvalItem) -> bool:
+    """Whether the item carries what the custom criterion reads."""
+    return (
+        bool(item.question)
+        and CriterionMetric(criterion).missing(criterion_inputs(interaction_of(item))) is None
+    )
+
+
+def available_metrics(items: Sequence[EvalItem], k: int, criteria: Sequence[Criterion] = ()) -> list[str]:
+    """Every metric whose inputs at least one item carries, in a stable order (the custom
+    `criteria` after the built-in judged metrics)."""
     names: list[str] = [n for n, ready in _JUDGED_INPUTS.items() if any(ready(i) for i in items)]
+    names += [c.name for c in criteria if any(_criterion_ready(c, i) for i in items)]
     if any(_has_ranking(i) for i in items):
         names += [f"precision_at_{k}", f"recall_at_{k}", f"hit_rate_at_{k}", "mrr", f"ndcg_at_{k}"]
         names += ["id_context_precision", "id_context_recall"]
@@ -101,9 +112,9 @@ def available_metrics(items: Sequence[EvalItem], k: int) -> list[str]:
     return names
 
 
-def all_metric_names(k: int) -> list[str]:
+def all_metric_names(k: int, criteria: Sequence[Criterion] = ()) -> list[str]:
     return available_metrics(
-        [EvalItem("x", 0, "q", ("c",), "r", "ref", ("c",), ("a",), ("a",), {"a": 1.0})], k
+        [EvalItem("x", 0, "q", ("c",), "r", "ref", ("c",), ("a",), ("a",), {"a": 1.0})], k, criteria
     )
 
 
@@ -208,13 +219,15 @@ class RetryPolicy:
 
 
 class OfflineEvaluator:
-    """Scores items concurrently with `metrics` (names from `available_metrics`)."""
+    """Scores items concurrently with `metrics` (names from `available_metrics`; those naming one
+    of the custom `criteria` score it)."""
 
     def __init__(
         self,
         judge: Judge,
         metrics: Sequence[str],
         *,
+        criteria: Sequence[Criterion] = (),
         k: int = 5,
         concurrency: int = 32,
         retry: RetryPolicy | None = None,
@@ -224,6 +237,8 @@ class OfflineEvaluator:
         judged: list[Metric] = [METRICS[name]() for name in self._metrics if name in METRICS]
         judged += [RagCheckerMetric(name.removeprefix("ragchecker_")) for name in self._metrics
                    if name in RAGCHECKER_FIELDS]  # fmt: skip
+        self._criteria = {c.name: c for c in criteria if c.name in self._metrics}
+        judged += [CriterionMetric(c) for c in self._criteria.values()]
         self._judged = tuple(m.name for m in judged)
         self._evaluator = Evaluator(judged, judge)
         self._retry = retry or RetryPolicy()
@@ -236,6 +251,8 @@ class OfflineEvaluator:
     def _ready(self, name: str, item: EvalItem) -> bool:
         if name in _JUDGED_INPUTS:
             return _JUDGED_INPUTS[name](item)
+        if name in self._criteria:
+            return _criterion_ready(self._criteria[name], item)
         return _ragchecker_ready(item)
 
     async def score(self, item: EvalItem) -> ItemResult:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from agent.model import Criterion
 from agent.offline.evaluate import LOWER_IS_BETTER
 from agent.offline.run import check_metric_names
 from agent.offline.summary import WORSE, MetricComparison, MetricSummary
@@ -131,11 +132,13 @@ def failure_message(checks: Sequence[GateCheck]) -> str:
     return "quality gate failed:\n" + "\n".join(f"  {line}" for line in failed)
 
 
-def check_gate_metrics(thresholds: Sequence[Threshold], worse: Sequence[str], k: int) -> None:
+def check_gate_metrics(
+    thresholds: Sequence[Threshold], worse: Sequence[str], k: int, criteria: Sequence[Criterion] = ()
+) -> None:
     """Raises ValueError (UnknownMetric for a typo, with a suggestion) for a metric the gate
-    cannot check: unknown, or lower-is-better under a minimum."""
-    check_metric_names([t.metric for t in thresholds], k)
-    check_metric_names(worse, k)
+    cannot check: unknown (the custom `criteria` are known), or lower-is-better under a minimum."""
+    check_metric_names([t.metric for t in thresholds], k, criteria=criteria)
+    check_metric_names(worse, k, criteria=criteria)
     for t in thresholds:
         if t.metric in LOWER_IS_BETTER:
             raise ValueError(

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.judges.base import Judge
+from agent.model import Criterion
 from agent.offline.evaluate import ItemResult, OfflineEvaluator, all_metric_names, available_metrics
 from agent.offline.records import BadRow, EvalItem
 from agent.offline.summary import JudgeUsage, MetricSummary, summarise, summary_document
@@ -35,21 +36,26 @@ def unknown_metric_line(name: str, known: Sequence[str], what: str = "metric") -
     return f"unknown {what} {name!r}: {hint}"
 
 
-def check_metric_names(names: Iterable[str], k: int, what: str = "metric") -> None:
-    """Raises UnknownMetric for the first name that is not a metric of `ragpulse eval`."""
-    known = all_metric_names(k)
+def check_metric_names(
+    names: Iterable[str], k: int, what: str = "metric", criteria: Sequence[Criterion] = ()
+) -> None:
+    """Raises UnknownMetric for the first name that is not a metric of `ragpulse eval` (nor one
+    of the custom `criteria`)."""
+    known = all_metric_names(k, criteria)
     for name in names:
         if name not in known:
             raise UnknownMetric(unknown_metric_line(name, known, what))
 
 
-def choose_metrics(items: Sequence[EvalItem], wanted: Sequence[str] | None, k: int) -> list[str]:
+def choose_metrics(
+    items: Sequence[EvalItem], wanted: Sequence[str] | None, k: int, criteria: Sequence[Criterion] = ()
+) -> list[str]:
     """The metrics to score: `wanted` (checked, those no item has inputs for left out unless
-    none is left), or every metric whose inputs some item carries."""
-    available = available_metrics(items, k)
+    none is left), or every metric whose inputs some item carries (custom `criteria` included)."""
+    available = available_metrics(items, k, criteria)
     if not wanted:
         return available
-    check_metric_names(wanted, k)
+    check_metric_names(wanted, k, criteria=criteria)
     return [m for m in wanted if m in available] or list(wanted)
 
 
@@ -105,13 +111,22 @@ class OfflineRun:
     judge usage of each set is its share of the judge's instruments on `registry`."""
 
     def __init__(
-        self, judge: Judge, registry: Any, metrics: Sequence[str], *, k: int = 5, concurrency: int = 32
+        self,
+        judge: Judge,
+        registry: Any,
+        metrics: Sequence[str],
+        *,
+        criteria: Sequence[Criterion] = (),
+        k: int = 5,
+        concurrency: int = 32,
     ) -> None:
         self.judge = judge
         self._registry = registry
         self.metrics = tuple(metrics)
         self.k = k
-        self._evaluator = OfflineEvaluator(judge, self.metrics, k=k, concurrency=concurrency)
+        self._evaluator = OfflineEvaluator(
+            judge, self.metrics, criteria=criteria, k=k, concurrency=concurrency
+        )
 
     async def check(self) -> None:
         """The LLM judge's self-check: raises JudgeBroken with its one line when it cannot work."""

@@ -16,7 +16,8 @@ from agent.evaluate import Evaluation, Evaluator
 from agent.judges.base import Judge
 from agent.metrics import METRICS, id_rank_scores
 from agent.metrics.base import Metric
-from agent.model import MetricResult, RagInteraction
+from agent.metrics.criteria import CriterionMetric
+from agent.model import Criterion, MetricResult, RagInteraction
 
 # The reference-based metrics every probe interaction is scored with, beside the configured ones.
 REFERENCE_METRICS = ("context_recall", "answer_correctness")
@@ -26,11 +27,20 @@ RANK_JUDGE = "ids"  # MetricResult.judge of the rank metrics: computed from ids,
 class ProbeScorer:
     """Scores probe interactions (`assess` has the Evaluator's signature, for the pipeline)."""
 
-    def __init__(self, settings: ProbeSettings, judge: Judge, metrics: Sequence[str]) -> None:
-        """`metrics`: the configured judged metrics (REFERENCE_METRICS are added); `settings.k`:
-        the cut-off of the rank metrics (as `ragpulse eval --k`)."""
+    def __init__(
+        self,
+        settings: ProbeSettings,
+        judge: Judge,
+        metrics: Sequence[str],
+        *,
+        criteria: Sequence[Criterion] = (),
+    ) -> None:
+        """`metrics`: the configured judged metrics (REFERENCE_METRICS are added); `criteria`:
+        the custom criteria, scored as in production (those reading the reference now can be);
+        `settings.k`: the cut-off of the rank metrics (as `ragpulse eval --k`)."""
         names = dict.fromkeys([*metrics, *REFERENCE_METRICS])  # ordered, unique
-        chosen: Sequence[Metric] = [METRICS[name]() for name in names]
+        chosen: list[Metric] = [METRICS[name]() for name in names]
+        chosen += [CriterionMetric(c) for c in criteria]
         self._evaluator = Evaluator(chosen, judge)
         self._k = settings.k
 

@@ -11,12 +11,13 @@ from agent.judges.base import (
     AnswerComparison,
     ChunkAssessment,
     ClaimVerdict,
+    CriterionInputs,
     InteractionVerdicts,
     JudgeWrapper,
     SpendSink,
 )
 from agent.judges.caller import ModelCaller
-from agent.model import Verdict
+from agent.model import Criterion, Verdict
 
 TEST_MODEL = "openai/ragpulse-test-judge"
 
@@ -64,12 +65,17 @@ class Binary(JudgeWrapper):
         return binary(await self._inner.check_response(query, response, chunks))  # type: ignore[no-any-return]
 
     async def assess_interaction(
-        self, query: str, response: str, chunks: Sequence[str]
+        self, query: str, response: str, chunks: Sequence[str], criteria: Sequence[Criterion] = ()
     ) -> InteractionVerdicts:
-        return binary(await self._inner.assess_interaction(query, response, chunks))  # type: ignore[no-any-return]
+        return binary(await self._inner.assess_interaction(query, response, chunks, criteria))  # type: ignore[no-any-return]
 
     async def check_reference(self, reference: str, chunks: Sequence[str]) -> list[Verdict]:
         return binary(await self._inner.check_reference(reference, chunks))  # type: ignore[no-any-return]
 
     async def compare_answers(self, query: str, response: str, reference: str) -> AnswerComparison:
         return binary(await self._inner.compare_answers(query, response, reference))  # type: ignore[no-any-return]
+
+    async def judge_criteria(
+        self, criteria: Sequence[Criterion], inputs: CriterionInputs
+    ) -> dict[str, Verdict]:
+        return binary(await self._inner.judge_criteria(criteria, inputs))  # type: ignore[no-any-return]

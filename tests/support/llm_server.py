@@ -218,6 +218,35 @@ def write_item(user: str, chunks: list[str]) -> dict[str, Any]:
     }
 
 
+# A custom criterion as the judge prompt lists it (agent/judges/questions.py criteria_instruction).
+_CRITERION = re.compile(
+    r'^- "(?P<name>[a-z][a-z0-9_]*)" \(reads (?P<reads>[A-Z, ]+); answer '
+    r"(?P<scale>1 for yes, 0 for no|an integer from 1 to 5).*?\): (?P<question>.*)$",
+    re.M,
+)
+_READ_BLOCKS = {"QUERY": "QUERY", "RESPONSE": "RESPONSE", "REFERENCE": "REFERENCE"}
+
+
+def criterion_answer(question: str, scale: str, evidence: str) -> int:
+    """The test server's answer to a custom criterion: the share of the question's content words
+    that the blocks it reads contain; binary: 1 from half on; 1-5: 1 + round(4 x share)."""
+    share = local.coverage(local.content_words(question), local.content_words(evidence))
+    return int(share >= 0.5) if scale == "binary" else 1 + round(4 * share)
+
+
+def _criteria(user: str, named: dict[str, str], chunks: list[str]) -> dict[str, int]:
+    """Answers for the CRITERIA listed after the fenced data (outside every fence)."""
+    answers = {}
+    for match in _CRITERION.finditer(user):
+        reads = [r.strip() for r in match["reads"].split(",")]
+        texts = [named.get(_READ_BLOCKS[r], "") for r in reads if r in _READ_BLOCKS]
+        if "CHUNKS" in reads:
+            texts += [" ".join(_statements(chunk)) or chunk for chunk in chunks]
+        scale = "binary" if match["scale"].startswith("1 for yes") else "1-5"
+        answers[match["name"]] = criterion_answer(match["question"], scale, "\n".join(texts))
+    return answers
+
+
 def answer(user: str) -> dict[str, Any]:
     """The verdicts a careful model would give, computed from the fenced data only."""
     kind, blocks = fenced_blocks(user)
@@ -231,10 +260,15 @@ def answer(user: str) -> dict[str, Any]:
         # Both questions at once; the chunks arrive split into numbered statements.
         response = named["RESPONSE"]
         plain_chunks = [" ".join(_statements(chunk)) for chunk in chunks]
-        return {
+        combined: dict[str, Any] = {
             "chunks": _assess(query, response, numbered_chunks),
             "claims": _check(query, response, plain_chunks),
         }
+        if '"criteria"' in user:
+            combined["criteria"] = _criteria(user, named, chunks)
+        return combined
+    if kind == "judge_criteria":
+        return {"criteria": _criteria(user, named, chunks)}
     if kind == "assess_chunks":
         return {"chunks": _assess(query, named.get("ANSWER"), numbered_chunks)}
     if kind == "check_response":
@@ -422,7 +456,7 @@ class FakeLLMServer:
                     self.stats.invented += 1
         with self._lock:
             miscounts = self.miscount > 0 and self._random.random() < self.miscount
-        section = "chunks" if kind != "check_claims" else "claims"
+        section = {"check_claims": "claims", "judge_criteria": "criteria"}.get(kind, "chunks")
         if (fault == "wrong_count" or miscounts) and _drop_one(verdicts, section):
             with self._lock:
                 self.stats.miscounts += 1

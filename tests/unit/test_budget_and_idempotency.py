@@ -13,6 +13,7 @@ from agent.idempotency import LeaseOutcome, MemoryIdempotency
 from agent.judges.base import InteractionVerdicts, JudgeError
 from agent.judges.instrumented import InstrumentedJudge
 from agent.judges.local import LexicalJudge
+from agent.model import Criterion
 from agent.telemetry import JudgeTelemetry
 
 
@@ -118,7 +119,7 @@ class Failing(LexicalJudge):
         self.refused = refused
 
     async def assess_interaction(
-        self, query: str, response: str, chunks: Sequence[str]
+        self, query: str, response: str, chunks: Sequence[str], criteria: Sequence[Criterion] = ()
     ) -> InteractionVerdicts:
         raise JudgeError("down", retryable=self.refused, refused=self.refused)
 

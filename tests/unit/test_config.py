@@ -6,6 +6,7 @@ import pytest
 
 from agent.build import load_checked_settings
 from agent.config import ConfigError, describe_settings
+from tests.support.repo import ROOT
 
 
 def test_embedded_defaults() -> None:
@@ -218,3 +219,66 @@ def test_documents_key_names_the_metadata_the_conventions_read() -> None:
     assert metadata({"RAGPULSE_DOCUMENTS_KEY": "source"}) == (("source", "a.md"),)
     assert metadata({}) == () and metadata({"RAGPULSE_DOCUMENTS_KEY": " "}) == ()
     assert "RAGPULSE_DOCUMENTS_KEY" in describe_settings()
+
+
+# -- custom criteria (docs/criteria.md) ------------------------------------------------------------
+
+
+def _doc_blocks(language: str) -> list[str]:
+    text = (ROOT / "docs" / "criteria.md").read_text()
+    return [block.split("\n", 1)[1] for block in text.split("```")[1::2] if block.startswith(language)]
+
+
+def test_the_documented_criteria_example_is_valid(tmp_path: Path) -> None:
+    (example,) = _doc_blocks("yaml")
+    config = tmp_path / "ragpulse.yaml"
+    config.write_text(example)
+    settings = load_checked_settings(config_file=config, environ={})
+    tone = {c.name: c for c in settings.criteria}["tone"]
+    assert [c.name for c in settings.criteria] == ["cites_policy", "tone", "speculation"]
+    assert tone.scale == "1-5" and tone.anchors[3] == "neutral" and tone.reads == ("query", "response")
+    assert settings.criteria[2].higher_is_better is False and settings.criteria[2].scale == "binary"
+
+
+def test_the_documented_criteria_errors_are_what_ragpulse_says(tmp_path: Path) -> None:
+    (example,) = _doc_blocks("yaml")
+    anchors_line, local_line = [b.strip() for b in _doc_blocks("\n") if "invalid configuration" in b]
+    config = tmp_path / "ragpulse.yaml"
+    config.write_text(example.replace("      3: neutral\n      5: warm and professional\n", ""))
+    with pytest.raises(ConfigError) as caught:
+        load_checked_settings(config_file=config, environ={})
+    assert str(caught.value) == anchors_line
+    config.write_text(example.replace("model: openai/gpt-4o-mini", "model: lexical"))
+    with pytest.raises(ConfigError) as caught:
+        load_checked_settings(config_file=config, environ={})
+    assert str(caught.value) == local_line
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [("faithfulness", "name built-in metrics"), ("recall_at_5", "name built-in metrics"),
+     ("supported", "keys of the judge's answers")],
+)  # fmt: skip
+def test_a_criterion_may_not_take_a_name_ragpulse_uses(name: str, message: str) -> None:
+    environ = {"RAGPULSE_JUDGE_MODEL": "openai/gpt-4o-mini",
+               "RAGPULSE_CRITERIA": f'[{{"name": "{name}", "question": "Q?"}}]'}  # fmt: skip
+    with pytest.raises(ConfigError, match=message) as caught:
+        load_checked_settings(environ=environ)
+    assert str(caught.value).count("\n") == 1  # the header and one line naming the setting
+
+
+def test_an_alert_threshold_may_name_a_criterion() -> None:
+    environ = {"RAGPULSE_JUDGE_MODEL": "openai/gpt-4o-mini", "RAGPULSE_ALERT_THRESHOLDS": "tone=0.6",
+               "RAGPULSE_CRITERIA": '[{"name": "tone", "question": "Is it polite?"}]'}  # fmt: skip
+    assert load_checked_settings(environ=environ).alerts.thresholds == {"tone": 0.6}
+
+
+def test_the_documented_prompt_is_what_the_judge_receives(tmp_path: Path) -> None:
+    from agent.judges.questions import criteria_instruction
+
+    (example,) = _doc_blocks("yaml")
+    config = tmp_path / "ragpulse.yaml"
+    config.write_text(example)
+    criteria = load_checked_settings(config_file=config, environ={}).criteria
+    (shown,) = [b.strip() for b in _doc_blocks("\n") if b.startswith("CRITERIA")]
+    assert shown == criteria_instruction(criteria[:2])

@@ -15,7 +15,7 @@ from agent.idempotency import LeaseOutcome, MemoryIdempotency
 from agent.judges.base import ChunkAssessment, ClaimVerdict, InteractionVerdicts, JudgeError
 from agent.judges.cache import CachedJudge
 from agent.metrics import STREAMING_METRICS
-from agent.model import Chunk, Outcome, RagInteraction, Verdict
+from agent.model import Chunk, Criterion, Outcome, RagInteraction, Verdict
 from agent.otlp.decode import DecodedRequest
 from agent.pipeline import Pipeline, Route
 from agent.sampling import KeepRule, RateTable, RuleSampler
@@ -263,7 +263,7 @@ class CombinedJudge:
         return True
 
     async def assess_interaction(
-        self, query: str, response: str, chunks: Sequence[str]
+        self, query: str, response: str, chunks: Sequence[str], criteria: Sequence[Criterion] = ()
     ) -> InteractionVerdicts:
         self.calls.append("assess_interaction")
         assessed = tuple(ChunkAssessment(Verdict(True), Verdict(True, 1.0), 1, 1) for _ in chunks)
@@ -310,7 +310,7 @@ def test_with_the_cache_down_one_combined_call_still_serves_all_four_metrics() -
 
 def test_a_retryable_combined_failure_is_reported_without_asking_each_metric() -> None:
     class Down(CombinedJudge):
-        async def assess_interaction(self, query, response, chunks):  # type: ignore[no-untyped-def]
+        async def assess_interaction(self, query, response, chunks, criteria=()):  # type: ignore[no-untyped-def]
             self.calls.append("assess_interaction")
             raise JudgeError("HTTP 500", retryable=True, reason="server_error")
 

@@ -17,7 +17,7 @@ from agent.judges.base import ChunkAssessment, ClaimVerdict, InteractionVerdicts
 from agent.judges.cache import CachedJudge, MemoryVerdictCache
 from agent.judges.local import LexicalJudge
 from agent.judges.redacting import RedactingJudge
-from agent.model import Verdict
+from agent.model import Criterion, Verdict
 from agent.redact import RedactionConfigError, RedactionRules, Redactor
 from agent.telemetry import JudgeTelemetry
 
@@ -154,7 +154,7 @@ class RecordingJudge:
         return True
 
     async def assess_interaction(
-        self, query: str, response: str, chunks: Sequence[str]
+        self, query: str, response: str, chunks: Sequence[str], criteria: Sequence[Criterion] = ()
     ) -> InteractionVerdicts:
         self.seen += [query, response, *chunks]
         return await self._lexical.assess_interaction(query, response, chunks)

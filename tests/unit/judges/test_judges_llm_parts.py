@@ -143,9 +143,10 @@ def test_an_interaction_answer_missing_a_chunk_repairs_that_chunk_only() -> None
     (follow,) = caught.value.repair.requests
     assert follow.kind == "assess_chunks"
     assert [name for name, _ in follow.blocks] == ["QUERY", "ANSWER", "CHUNK 3"]
-    assessed, claims = caught.value.repair.complete(
+    completed = caught.value.repair.complete(
         [follow.parse('{"chunks": {"3": {"useful": 1, "relevant": [1]}}}')]
     )
+    assessed, claims = completed.chunks, completed.claims
     assert [a.useful.value for a in assessed] == [True, False, True]  # type: ignore[union-attr]
     assert [c.supported.value for c in claims] == [True]
 
@@ -367,5 +368,5 @@ def test_any_k_chunks_get_exactly_k_verdicts_or_an_error(k: int, answer: object,
             # What is kept for the cache: valid verdicts of chunks that were sent, never all k.
             assert set(first.partial.chunks) <= set(second.partial.chunks) < set(range(k))
             return
-    assessment = result[0] if also else [result[n] for n in range(1, k + 1)]
+    assessment = result.chunks if also else [result[n] for n in range(1, k + 1)]
     assert len(assessment) == k

@@ -28,7 +28,7 @@ from agent.judges.cache import (
 )
 from agent.judges.local import LexicalJudge
 from agent.metrics import ContextPrecision
-from agent.model import Chunk, Outcome, RagInteraction, Verdict
+from agent.model import Chunk, Criterion, Outcome, RagInteraction, Verdict
 from agent.text import content_words
 
 RESPONSE = "The capital of France is Paris."
@@ -84,9 +84,9 @@ class CountingJudge:
         return await self._lexical.check_response(query, response, chunks)
 
     async def assess_interaction(
-        self, query: str, response: str, chunks: Sequence[str]
+        self, query: str, response: str, chunks: Sequence[str], criteria: Sequence[Criterion] = ()
     ) -> InteractionVerdicts:
-        return await answer_separately(self, query, response, chunks)
+        return await answer_separately(self, query, response, chunks, criteria)
 
     async def check_reference(self, reference: str, chunks: Sequence[str]) -> list[Verdict]:
         self.calls.append(["check_reference", reference])
@@ -305,6 +305,7 @@ def test_every_wrapper_defines_every_question_itself_and_looks_nothing_up() -> N
         "assess_interaction",
         "check_reference",
         "compare_answers",
+        "judge_criteria",
     }
     for wrapper in _wrapper_classes():
         assert issubclass(wrapper, JudgeWrapper)
@@ -331,7 +332,7 @@ class RecordingCombined(CountingJudge):
         self.texts: list[str] = []
 
     async def assess_interaction(
-        self, query: str, response: str, chunks: Sequence[str]
+        self, query: str, response: str, chunks: Sequence[str], criteria: Sequence[Criterion] = ()
     ) -> InteractionVerdicts:
         self.calls.append(["assess_interaction"])
         self.texts += [query, response, *chunks]

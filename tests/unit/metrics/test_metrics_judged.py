@@ -31,7 +31,7 @@ from agent.metrics import (
     context_relevancy_score,
     faithfulness_score,
 )
-from agent.model import Chunk, Outcome, RagInteraction, Verdict
+from agent.model import Chunk, Criterion, Outcome, RagInteraction, Verdict
 
 YES, NO = Verdict(True), Verdict(False)
 
@@ -135,9 +135,9 @@ class ScriptedJudge:
         return True
 
     async def assess_interaction(
-        self, query: str, response: str, chunks: Sequence[str]
+        self, query: str, response: str, chunks: Sequence[str], criteria: Sequence[Criterion] = ()
     ) -> InteractionVerdicts:
-        return await answer_separately(self, query, response, chunks)
+        return await answer_separately(self, query, response, chunks, criteria)
 
     def _check(self) -> None:
         if self.fail:

@@ -4,6 +4,7 @@ in whichever order its spans arrive."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -12,8 +13,9 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import set_span_in_context
 
 from agent.config import ProbeSettings
+from agent.judges.base import CriterionInputs
 from agent.judges.local import LexicalJudge
-from agent.model import Outcome, Probe
+from agent.model import Criterion, Outcome, Probe, Verdict
 from agent.otlp import probes as attributes
 from agent.otlp.assemble import TRACE_MISSING
 from agent.probes.results import ProbeResults
@@ -101,6 +103,29 @@ def test_probe_scoring_adds_reference_and_rank_metrics_and_records_apart() -> No
         registry.get_sample_value("ragpulse_probe_items_total", {"probe_set": "golden", "outcome": outcome})
         == 1
     )
+
+
+class CriteriaAnswering(LexicalJudge):
+    """The lexical judge, answering custom criteria yes (it refuses them otherwise)."""
+
+    async def judge_criteria(
+        self, criteria: Sequence[Criterion], inputs: CriterionInputs
+    ) -> dict[str, Verdict]:
+        self.shown = inputs
+        return {c.name: Verdict(True) for c in criteria}
+
+
+def test_probe_scoring_scores_custom_criteria_those_reading_the_reference_included() -> None:
+    prober, app = probe_trace()
+    (interaction,) = assembler().add(decoded([*prober, *app])).interactions
+    matches = Criterion(
+        "matches_reference", "Does the response agree with the reference?", ("response", "reference")
+    )
+    judge = CriteriaAnswering()
+    scorer = ProbeScorer(ProbeSettings(k=5), judge, ("faithfulness",), criteria=[matches])
+    by_name = {r.metric: r for r in asyncio.run(scorer.assess(interaction)).results}
+    assert by_name["matches_reference"].outcome is Outcome.OK and by_name["matches_reference"].value == 1.0
+    assert interaction.reference and judge.shown.reference == interaction.reference
 
 
 def test_probe_set_labels_are_bounded() -> None:
