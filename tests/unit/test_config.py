@@ -119,6 +119,53 @@ def test_unknown_keys_in_a_config_file_stay_errors(tmp_path: Path) -> None:
         load_checked_settings(config_file=config, environ={})
 
 
+@pytest.mark.parametrize(
+    ("yaml_text", "line"),
+    [
+        # Nested: the key as written (section.key), the suggestion in the same spelling.
+        ("judge: {modle: openai/gpt-4o-mini}\n", "judge.modle (from config file): unknown setting; did you mean judge.model?"),
+        ("kafka:\n  topc: spans\n", "kafka.topc (from config file): unknown setting; did you mean kafka.topic?"),
+        ("sampling: {rat: 0.1}\n", "sampling.rat (from config file): unknown setting; did you mean sampling.rate?"),
+        # A legacy prefix keeps its nesting; a section's name guessed as a flat prefix gets the flat name.
+        ("sample: {rat: 0.1}\n", "sample.rat (from config file): unknown setting; did you mean sample.rate?"),
+        ("sampling_rat: 0.1\n", "sampling_rat (from config file): unknown setting; did you mean sample_rate?"),
+        ("judge-modle: x\n", "judge-modle (from config file): unknown setting; did you mean judge_model?"),
+        # Nothing close: no guess.
+        ("zzz: {qqq: 1}\n", "zzz.qqq (from config file): unknown setting (`ragpulse validate-config --list`"),
+    ],
+)  # fmt: skip
+def test_a_config_file_typo_is_named_as_written_with_a_suggestion(
+    tmp_path: Path, yaml_text: str, line: str
+) -> None:
+    config = tmp_path / "ragpulse.yaml"
+    config.write_text(yaml_text)
+    with pytest.raises(ConfigError) as raised:
+        load_checked_settings(config_file=config, environ={})
+    lines = str(raised.value).splitlines()
+    assert lines[0] == "invalid configuration:"
+    assert len(lines) == 2 and lines[1].startswith(f"  {line}"), lines
+    assert "did you mean" in line or "did you mean" not in lines[1]
+
+
+def test_a_suggested_key_is_one_the_loader_accepts(tmp_path: Path) -> None:
+    """Following the suggestion works: the key it names is a setting."""
+    config = tmp_path / "ragpulse.yaml"
+    for typo, fixed in (("judge: {modle: x}", "judge: {model: x}"), ("sample: {rat: 0.1}", "sample: {rate: 0.1}")):
+        config.write_text(typo + "\n")
+        with pytest.raises(ConfigError, match="did you mean"):
+            load_checked_settings(config_file=config, environ={})
+        config.write_text(fixed + "\n")
+        load_checked_settings(config_file=config, environ={})
+
+
+def test_an_unknown_set_flag_is_named_with_a_suggestion() -> None:
+    with pytest.raises(ConfigError) as raised:
+        load_checked_settings(environ={}, overrides={"sampel_rate": "0.5"})
+    assert str(raised.value).splitlines()[1].startswith(
+        "  sampel_rate (from command line): unknown setting; did you mean sample_rate?"
+    )
+
+
 # -- First contact: each mistake an operator can make is one error naming the setting -----------
 
 
