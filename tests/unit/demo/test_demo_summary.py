@@ -1,0 +1,96 @@
+"""What the demo says at the end: a run too short to learn a baseline told as such, with a
+--duration that is long enough."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+
+from prometheus_client import CollectorRegistry
+
+from agent.demo.run import summary_line, too_short
+from agent.demo.state import DemoState
+from agent.demo.traffic import Phase, Schedule, TrafficModel
+from agent.model import Chunk, MetricResult, RagInteraction
+from agent.scoreboard import Scoreboard
+from tests.support.pipeline import evaluated
+
+
+def _state(
+    board: Scoreboard | None = None,
+    *,
+    baseline_size: int = 150,
+    window: int = 50,
+    default_regression: bool = True,
+) -> DemoState:
+    board = board or Scoreboard(time.monotonic())
+    return DemoState(CollectorRegistry(), board, Schedule(36.0, 63.0), 90.0, "lexical",
+                     baseline_size=baseline_size, window=window,
+                     default_regression=default_regression)  # fmt: skip
+
+
+def _scored_board(seconds: float, count: int) -> Scoreboard:
+    """A board that scored `count` demo interactions (four routes, one metric) over `seconds`."""
+    board = Scoreboard(time.monotonic() - seconds)
+    model = TrafficModel(seed=5)
+    for n in range(count):
+        drawn = model.draw(Phase.HEALTHY)
+        interaction = RagInteraction(
+            f"{n:032x}", f"{n:016x}", drawn.question,
+            tuple(Chunk(c.content, c.id, c.score) for c in drawn.chunks), drawn.response,
+            drawn.service, drawn.route,
+        )  # fmt: skip
+        asyncio.run(
+            board.export(evaluated(interaction, [MetricResult.ok("faithfulness", 0.9, judge="lexical")]))
+        )
+    return board
+
+
+def test_a_run_too_short_to_learn_a_baseline_says_so_and_how_long_is_enough() -> None:
+    board = _scored_board(seconds=15.0, count=600)  # 40 per second, about 10 per route
+    state = _state(board, baseline_size=150, window=50)
+    state.phase_started.update({0: 0.5, 1: 6.0})
+    counts = board.scores_per_series()
+    assert len(counts) == 4 and sum(counts.values()) == 600
+    state.scores_at_injection = {key: n * 6 // 15 for key, n in counts.items()}  # what 6 s had scored
+    fewest = min(state.scores_at_injection.values())
+    line = summary_line(state)
+    match = re.search(
+        r"no drift detected: the regression came at 6\.0s, before the drift detector had learnt its baseline "
+        rf"\(150 scores of each service, route and metric; the fewest had {fewest}\); "
+        r"--duration (\d+) or more gives it time$",
+        line,
+    )
+    assert match, line
+    duration = int(match[1])
+    # Enough at the slowest series' rate: its baseline complete before the regression (at 40%),
+    # and a window of regressed scores after it.
+    per_second = min(counts.values()) / 15.0
+    assert 0.4 * duration * per_second >= 150 and 0.6 * duration * per_second >= 50
+    assert duration < 120  # and not absurdly long: ~60 s at this rate
+
+
+def test_with_its_own_regression_time_it_names_a_later_one() -> None:
+    board = _scored_board(seconds=15.0, count=600)
+    state = _state(board, baseline_size=150, window=50, default_regression=False)
+    state.phase_started.update({0: 0.5, 1: 5.0})
+    state.scores_at_injection = dict.fromkeys(board.scores_per_series(), 40)
+    message = too_short(state)
+    assert message is not None
+    match = re.search(
+        r"--regress-after (\d+) or later gives it time, with --duration (\d+) or more$", message
+    )
+    assert match, message
+    per_second = min(board.scores_per_series().values()) / 15.0
+    assert int(match[1]) * per_second >= 150 and (int(match[2]) - int(match[1])) * per_second >= 50
+
+
+def test_a_baseline_learnt_before_the_regression_needs_no_excuse() -> None:
+    board = _scored_board(seconds=15.0, count=600)
+    state = _state(board, baseline_size=100, window=50)
+    state.phase_started.update({0: 0.5, 1: 14.0})
+    state.scores_at_injection = board.scores_per_series()  # every series has 100 or more
+    assert min(state.scores_at_injection.values()) >= 100
+    assert too_short(state) is None
+    assert summary_line(state).endswith("; no drift detected")
