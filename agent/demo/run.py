@@ -200,14 +200,38 @@ def run_demo(settings: Settings, *, duration: float | None, regress_after: float
 def summary_line(state: DemoState) -> str:
     first = state.recorder.first_score_at
     first_text = "no score" if first is None else f"first score after {first:.1f}s"
-    injected = state.phase_started.get(int(Phase.IRRELEVANT_FIRST))
     if not state.detections:
         drift = "no drift detected" + (too_short(state) or "")
     else:
-        at = min(state.detections.values())
-        delay = "" if injected is None else f" ({at - injected:+.1f}s after the injection)"
-        drift = f"drift detected on {len(state.detections)} series, first at {at:.1f}s{delay}"
+        # The first alarm of each phase, counted from that phase's own start (phase_alarms).
+        firsts: dict[str, str] = {}
+        for alarm in phase_alarms(state):
+            after = alarm["after_phase_start"]
+            firsts.setdefault(
+                alarm["phase"],
+                f"a false alarm at {alarm['at']:.1f}s" if after is None
+                else f"'{alarm['phase']}' at {alarm['at']:.1f}s ({after:+.1f}s after it began)",
+            )  # fmt: skip
+        drift = f"drift detected on {len(state.detections)} series; first alarms: " + ", ".join(
+            firsts.values()
+        )
     return f"{first_text}; {state.recorder.scored} interactions scored; {drift}"
+
+
+def phase_alarms(state: DemoState) -> list[dict[str, Any]]:
+    """Each drift alarm, oldest first, with the traffic phase it fired in (the latest started by
+    then) and the seconds since that phase began: a later step of the regression is timed from
+    its own injection, not from the first. An alarm in the healthy phase has no delay (a false alarm)."""
+    started = sorted((at, Phase(p)) for p, at in state.phase_started.items())
+    alarms = []
+    for (service, route, metric), at in sorted(state.detections.items(), key=lambda kv: kv[1]):
+        began, phase = max(((t, p) for t, p in started if t <= at), default=(0.0, Phase.HEALTHY))
+        regressed = phase is not Phase.HEALTHY
+        alarms.append({
+            "service": service, "route": route, "metric": metric, "at": at, "phase": phase.label,
+            "after_phase_start": at - began if regressed else None,
+        })  # fmt: skip
+    return alarms
 
 
 def too_short(state: DemoState) -> str | None:
@@ -260,10 +284,7 @@ def demo_data(state: DemoState) -> dict[str, Any]:
         "interactions_scored": state.recorder.scored,
         "phases": {Phase(p).label: at for p, at in sorted(state.phase_started.items())},
         "regression_injected_at": state.phase_started.get(int(Phase.IRRELEVANT_FIRST)),
-        "detections": [
-            {"service": s, "route": r, "metric": m, "at": at}
-            for (s, r, m), at in sorted(state.detections.items(), key=lambda kv: kv[1])
-        ],
+        "detections": phase_alarms(state),
         "bin_seconds": state.recorder.bin_seconds,
         "timeline": {"t": times, **series},
     }

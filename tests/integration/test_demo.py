@@ -78,6 +78,13 @@ def test_demo_detects_the_injected_regression_and_nothing_before(tmp_path: Path)
     assert data["time_scale"] == 2
     assert data["detections"], data
     assert all(d["at"] > injected for d in data["detections"])
+    # Each alarm is timed from the start of the phase it fired in: the second step's from its own.
+    starts = data["phases"]
+    for alarm in data["detections"]:
+        phase = max((label for label in starts if starts[label] <= alarm["at"]), key=starts.__getitem__)
+        assert alarm["phase"] == phase and phase != "healthy", alarm
+        assert alarm["after_phase_start"] == pytest.approx(alarm["at"] - starts[phase]), alarm
+    assert "first alarms: 'irrelevant chunks ranked first' at " in output
     assert 0 < data["first_score_seconds"] < injected
     metrics = {d["metric"] for d in data["detections"]}
     assert "context_precision" in metrics or "context_relevancy" in metrics

@@ -1,5 +1,5 @@
-"""What the demo says at the end: a run too short to learn a baseline told as such, with a
---duration that is long enough."""
+"""What the demo says at the end: each alarm timed from the start of the phase it fired in, and a
+run too short to learn a baseline told as such, with a --duration that is long enough."""
 
 from __future__ import annotations
 
@@ -9,12 +9,23 @@ import time
 
 from prometheus_client import CollectorRegistry
 
-from agent.demo.run import summary_line, too_short
+from agent.demo.run import phase_alarms, summary_line, too_short
 from agent.demo.state import DemoState
 from agent.demo.traffic import Phase, Schedule, TrafficModel
 from agent.model import Chunk, MetricResult, RagInteraction
+from agent.report.demo import demo_page
 from agent.scoreboard import Scoreboard
 from tests.support.pipeline import evaluated
+
+# A real `ragpulse demo --duration 90` timeline (demo.json, lexical judge): the phases' starts and
+# some of its alarms, one of which (context_relevancy on shipping) fired in the second phase.
+PHASES = {0: 0.56, 1: 36.11, 2: 63.21}
+ALARMS = {
+    ("hr-assistant", "/api/leave", "context_precision"): 37.48,
+    ("docs-search", "/api/install", "signal:retrieval_top_score"): 40.58,
+    ("support-assistant", "/api/shipping", "context_relevancy"): 63.97,
+    ("support-assistant", "/api/billing", "faithfulness"): 65.52,
+}
 
 
 def _state(
@@ -28,6 +39,43 @@ def _state(
     return DemoState(CollectorRegistry(), board, Schedule(36.0, 63.0), 90.0, "lexical",
                      baseline_size=baseline_size, window=window,
                      default_regression=default_regression)  # fmt: skip
+
+
+def test_each_alarm_is_timed_from_the_phase_it_fired_in() -> None:
+    state = _state()
+    state.phase_started.update(PHASES)
+    state.detections.update(ALARMS)
+    alarms = {
+        (a["metric"], a["route"]): (a["phase"], round(a["after_phase_start"], 2)) for a in phase_alarms(state)
+    }
+    assert alarms == {
+        ("context_precision", "/api/leave"): ("irrelevant chunks ranked first", 1.37),
+        ("signal:retrieval_top_score", "/api/install"): ("irrelevant chunks ranked first", 4.47),
+        ("context_relevancy", "/api/shipping"): ("missing facts", 0.76),
+        # Not +29.4 s: faithfulness fell with the second step, injected at 63.2 s.
+        ("faithfulness", "/api/billing"): ("missing facts", 2.31),
+    }
+    line = summary_line(state)
+    assert line.endswith(
+        "drift detected on 4 series; first alarms: 'irrelevant chunks ranked first' at 37.5s (+1.4s after it "
+        "began), 'missing facts' at 64.0s (+0.8s after it began)"
+    ), line
+    data = {
+        "judge": "lexical", "phases": {Phase(p).label: at for p, at in PHASES.items()},
+        "regression_injected_at": PHASES[1], "detections": phase_alarms(state),
+        "timeline": {"t": [1.0, 3.0], "faithfulness": [0.9, 0.9]},
+    }  # fmt: skip
+    page = demo_page(data, line)
+    assert "+2.3" in page and "+29.4" not in page
+
+
+def test_an_alarm_before_any_regression_is_a_false_alarm() -> None:
+    state = _state()
+    state.phase_started.update(PHASES)
+    state.detections[("docs-search", "/api/install", "faithfulness")] = 20.0
+    [alarm] = phase_alarms(state)
+    assert alarm["phase"] == "healthy" and alarm["after_phase_start"] is None
+    assert summary_line(state).endswith("first alarms: a false alarm at 20.0s")
 
 
 def _scored_board(seconds: float, count: int) -> Scoreboard:
