@@ -344,13 +344,16 @@ SERVED = [
     ("README.md", "RAGPULSE_DOCUMENTS_KEY=source ragpulse run"),
 ]
 COLLECTOR_COMMAND = "ragpulse run --otlp-listen 127.0.0.1:14318 --set otlp_grpc_listen=127.0.0.1:14317"
+# README, "From a bad answer to a test", steps 1 to 4 (step 5 asks your app, step 6 is in COMMANDS).
+BAD_ANSWER_STEPS = (
+    "export RAGPULSE_RESULTS_FILE=results.jsonl RAGPULSE_RESULTS_INCLUDE_TEXT=true",
+    "ragpulse capture --below faithfulness=0.5 --out captured.jsonl",
+    "ragpulse label-queue captured.jsonl --fraction 1 --inputs captured.jsonl --out queue.jsonl",
+    "ragpulse capture --add-to golden.jsonl captured.jsonl",
+)
 # Documented commands that need what a test cannot have, each with where what it does is tested.
 LEFT_OUT = {
     "./scripts/run demo --duration 60": "a minute; `ragpulse demo` is tests/integration/test_demo.py",
-    "ragpulse capture --below faithfulness=0.5 --out captured.jsonl": "the agent's results file of your "
-    "traffic; the README's steps with a real agent are tests/integration/test_capture.py",
-    "ragpulse label-queue captured.jsonl --fraction 1 --inputs captured.jsonl --out queue.jsonl": "what "
-    "`capture --below` wrote; tests/integration/test_capture.py",
     "ragpulse probe --golden golden.jsonl --endpoint http://my-rag-app:8000/ask": "your app",
     "ragpulse probe --golden golden.jsonl --endpoint http://my-app/ask": "your app",
     "ragpulse probe --config probes.yaml": "your app, named in probes.yaml",
@@ -379,6 +382,7 @@ def fenced_commands(text: str) -> list[str]:
 
 def test_every_fenced_command_of_the_docs_is_run_here_or_left_out_with_a_reason() -> None:
     tested = {c.command for c in COMMANDS} | {command for _, command in SERVED} | {COLLECTOR_COMMAND}
+    tested |= set(BAD_ANSWER_STEPS)
     docs = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
     untested = [
         f"{doc.relative_to(ROOT)}: {command}"
@@ -407,10 +411,15 @@ def test_the_command_finder_reads_blocks_as_a_user_does() -> None:
     ]
 
 
-def _serve(command: str, tmp_path: Path, ports: tuple[int, int] | None = None) -> tuple[str, int, int]:
-    """Run `command` with bash until /readyz answers, then SIGTERM; returns its output, exit status
-    and OTLP/HTTP port. Its listeners are on free ports: set by the environment, or the `ports`
-    (OTLP/HTTP, OTLP/gRPC) the command's own flags name."""
+def _serve(
+    command: str,
+    tmp_path: Path,
+    ports: tuple[int, int] | None = None,
+    while_ready: Callable[[int], None] = lambda otlp_port: None,
+) -> tuple[str, int, int]:
+    """Run `command` with bash until /readyz answers, then `while_ready(OTLP/HTTP port)`, then
+    SIGTERM; returns its output, exit status and OTLP/HTTP port. Its listeners are on free ports:
+    set by the environment, or the `ports` (OTLP/HTTP, OTLP/gRPC) the command's own flags name."""
     http, grpc = ports or (free_port(), free_port())
     metrics = free_port()
     environment = {**_environment(), "RAGPULSE_OTLP_LISTEN": f"127.0.0.1:{http}",
@@ -433,6 +442,7 @@ def _serve(command: str, tmp_path: Path, ports: tuple[int, int] | None = None) -
             time.sleep(0.1)
         else:
             raise AssertionError("the agent did not become ready")
+        while_ready(http)
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGTERM)
@@ -460,3 +470,63 @@ def test_running_beside_a_collector_on_other_ports_as_the_readme_says(tmp_path: 
     assert status == 0, output
     assert f"OTLP/HTTP receiver on http://127.0.0.1:{http}/v1/traces" in output
     assert f"OTLP/gRPC receiver on 127.0.0.1:{grpc}" in output
+
+
+def test_from_a_bad_answer_to_a_test_as_the_readme_says(tmp_path: Path) -> None:
+    """The agent keeps its results in results.jsonl (step 1: the README's variables, in the
+    directory the user works in) while a good and a bad answer arrive as real OTLP spans; then
+    steps 2 to 4 as written: capture the bad one, queue it for labelling, write its reference,
+    merge it into the golden set."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from tests.support.spans import PARIS_RESPONSE, USEFUL, openinference_single_span
+
+    readme = _documented_text("README.md")
+    for step in BAD_ANSWER_STEPS:
+        assert step in readme, f"README.md no longer shows `{step}`: update BAD_ANSWER_STEPS"
+    export, capture, label_queue, add_to = BAD_ANSWER_STEPS
+
+    def traffic(otlp_port: int) -> None:
+        memory = InMemorySpanExporter()
+        provider = TracerProvider(resource=Resource.create({"service.name": "checkout"}))
+        provider.add_span_processor(SimpleSpanProcessor(memory))
+        tracer = provider.get_tracer("tests")
+        chunks = [USEFUL.format(k) for k in range(3)]
+        openinference_single_span(tracer, query="Capital of France?", chunks=chunks, response=PARIS_RESPONSE)
+        openinference_single_span(tracer, query="Capital of France, again?", chunks=chunks,
+                                  response="The capital of France is Lyon, on the Loire.")  # fmt: skip
+        exporter = OTLPSpanExporter(endpoint=f"http://127.0.0.1:{otlp_port}/v1/traces")
+        assert exporter.export(list(memory.get_finished_spans())) is SpanExportResult.SUCCESS
+        exporter.shutdown()
+        deadline = time.monotonic() + 60
+        results = tmp_path / "results.jsonl"
+        while not (results.exists() and len(results.read_text().splitlines()) >= 2):
+            assert time.monotonic() < deadline, "the agent wrote no results"
+            time.sleep(0.2)
+
+    output, status, _ = _serve(f"{export}; exec ragpulse run", tmp_path, while_ready=traffic)
+    assert status == 0, output
+
+    def step(command: str) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(["bash", "-c", f"{export}; {command}"], cwd=tmp_path, env=_environment(),
+                              capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert done.returncode == 0 and "Traceback" not in done.stderr, f"{command}\n{done.stderr}"
+        return done
+
+    step(capture)
+    captured = [json.loads(line) for line in (tmp_path / "captured.jsonl").read_text().splitlines()]
+    assert [row["question"] for row in captured] == ["Capital of France, again?"], captured
+    step(label_queue)
+    queued = [json.loads(line) for line in (tmp_path / "queue.jsonl").read_text().splitlines()]
+    assert [row["interaction_id"] for row in queued] == [captured[0]["id"]]
+    # A person writes the reference.
+    (tmp_path / "captured.jsonl").write_text(json.dumps({**captured[0], "reference": "Paris."}) + "\n")
+    step(add_to)
+    golden = [json.loads(line) for line in (tmp_path / "golden.jsonl").read_text().splitlines()]
+    assert [(row["question"], row["reference"]) for row in golden] == [
+        ("Capital of France, again?", "Paris.")
+    ]
