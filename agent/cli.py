@@ -24,7 +24,17 @@ from pydantic.fields import FieldInfo
 from agent import __version__
 from agent.commands.calibrate import add_commands as add_trust_commands
 from agent.commands.logs import configure_logging
-from agent.config import HTTP_HEADERS, ConfigError, Settings, describe_settings, load_settings
+from agent.config import (
+    CONFIG_ENV,
+    ENV_PREFIX,
+    HTTP_HEADERS,
+    SECTIONS,
+    ConfigError,
+    Settings,
+    describe_settings,
+    load_settings,
+    setting_names,
+)
 from agent.infra.secrets import MASK, is_secret_header, mask, mask_url, shown_headers
 from agent.infra.stopping import stop_on_signals, unless_stopped
 
@@ -65,8 +75,17 @@ def _parser() -> argparse.ArgumentParser:
         help="show means, drift and the lowest-scored recent interactions (plain lines when not a terminal)",
     )  # fmt: skip
     run.set_defaults(handler=_run_command)
-    validate = with_settings(commands.add_parser("validate-config", help="check settings and print them"))
+    validate = with_settings(
+        commands.add_parser(
+            "validate-config", help="check the settings and print those set, with where they came from"
+        )
+    )
     validate.add_argument("--list", action="store_true", help="list every setting with its env var")
+    shown = validate.add_mutually_exclusive_group()
+    shown.add_argument(
+        "--all", action="store_true", help="print every setting, not only those set (marked with where from)"
+    )
+    shown.add_argument("--json", action="store_true", help="print every setting as JSON, by section")
     validate.set_defaults(handler=_validate_command)
     from agent.commands.canary import register as register_canary
     from agent.commands.capture import register as register_capture
@@ -104,23 +123,79 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def display_settings(settings: Settings) -> str:
-    """The settings as JSON for people to read, by section: secrets as ***, passwords in URLs
-    masked, and the values of credential headers (authorization, x-api-key, ...) as ***."""
+    """Every setting as JSON, by section (`validate-config --json`), shown as `_shown` shows it."""
+    return json.dumps(_shown(settings), indent=2)
 
-    def shown(value: Any, field: FieldInfo | None = None) -> Any:
-        if isinstance(value, SecretStr):
-            return MASK
-        if field is not None and HTTP_HEADERS in field.metadata:
-            return _shown_headers(value)
-        if isinstance(value, BaseModel):
-            return {name: shown(getattr(value, name), f) for name, f in type(value).model_fields.items()}
-        if isinstance(value, str):
-            return mask_url(value)
-        if isinstance(value, tuple | list):
-            return [shown(v) for v in value]
-        return value
 
-    return json.dumps(shown(settings), indent=2)
+def _shown(value: Any, field: FieldInfo | None = None) -> Any:
+    """A setting's value for people to read: secrets as ***, passwords in URLs masked, and the
+    values of credential headers (authorization, x-api-key, ...) as ***."""
+    if isinstance(value, SecretStr):
+        return MASK
+    if field is not None and HTTP_HEADERS in field.metadata:
+        return _shown_headers(value)
+    if isinstance(value, BaseModel):
+        return {name: _shown(getattr(value, name), f) for name, f in type(value).model_fields.items()}
+    if isinstance(value, str):
+        return mask_url(value)
+    if isinstance(value, tuple | list):
+        return [_shown(v) for v in value]
+    return value
+
+
+def settings_listing(settings: Settings, *, everything: bool = False, config_file: str | None = None) -> str:
+    """The settings as YAML, nested by section as a config file may be (secrets masked as in
+    `_shown`): those the user set, each with where it came from, or with `everything` all of them.
+
+    A first comment line says how many were set and how many kept their defaults, so that a short
+    listing is never mistaken for the whole configuration."""
+    origins = {
+        "config file": f"config file {config_file}" if config_file else "config file",
+        "command line": "command line",
+    }
+
+    def line(indent: str, attribute: str, flat: str, value: Any, field: FieldInfo) -> str | None:
+        origin = settings.origin(flat)
+        if origin == "default" and not everything:
+            return None
+        text = f"{indent}{attribute}: {json.dumps(_shown(value, field))}"
+        if origin == "default":
+            return text
+        where = (
+            f"environment {ENV_PREFIX}{flat.upper()}"
+            if origin == "environment"
+            else origins.get(origin, origin)
+        )
+        return f"{text:<48} # from {where}"
+
+    top: list[str] = []
+    sections: list[str] = []
+    total = 0
+    for attribute, field in Settings.model_fields.items():
+        if attribute in SECTIONS:
+            section = getattr(settings, attribute)
+            rows = []
+            for inner, inner_field in type(section).model_fields.items():
+                total += 1
+                row = line("  ", inner, inner_field.alias or inner, getattr(section, inner), inner_field)
+                rows += [row] if row is not None else []
+            sections += [f"{attribute}:", *rows] if rows else []
+        else:
+            total += 1
+            row = line("", attribute, attribute, getattr(settings, attribute), field)
+            top += [row] if row is not None else []
+    given = sum(1 for name in setting_names() if settings.origin(name) != "default")
+    counted = f"{given} setting{'' if given == 1 else 's'} set"
+    hints = "--all: every setting; --list: what each means"
+    if everything:
+        heading = f"# every setting ({total}); {counted}, each marked with where it came from"
+    elif given:
+        heading = (
+            f"# {counted}, each with where it came from; {total - given} others have their defaults ({hints})"
+        )
+    else:
+        heading = f"# no setting set: all {total} have their defaults ({hints})"
+    return "\n".join([heading, *top, *sections])
 
 
 def _shown_headers(headers: Mapping[str, str] | Sequence[str]) -> dict[str, str] | list[str]:
@@ -241,7 +316,11 @@ def _main(args: argparse.Namespace, loaded: list[Settings]) -> int:
 
 
 def _validate_command(args: argparse.Namespace, settings: Settings) -> int:
-    print(display_settings(settings))
+    if args.json:
+        print(display_settings(settings))
+    else:
+        config_file = args.config or os.environ.get(CONFIG_ENV)
+        print(settings_listing(settings, everything=args.all, config_file=config_file))
     return 0
 
 

@@ -1066,32 +1066,42 @@ def _about(name: str, where: str) -> str:
     return f"{name} (from {where}; env {ENV_PREFIX}{name.upper()})"
 
 
-def _flatten(mapping: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+def _flatten(
+    mapping: Mapping[str, Any], prefix: str = "", written: dict[str, str] | None = None, path: str = ""
+) -> dict[str, Any]:
     """YAML's nesting to flat names: a section's own keys (`kafka: {topic}`, `sampling: {rate}`) and
-    prefixes (`sample: {rate}`, `route: {attributes}`) both work."""
+    prefixes (`sample: {rate}`, `route: {attributes}`) both work. `written` receives each flat
+    name's key as the file spells it (`judge.modle`), for messages about it."""
     flat: dict[str, Any] = {}
-    for key, value in mapping.items():
-        key = str(key).replace("-", "_")
+    written = {} if written is None else written
+
+    def put(name: str, value: Any, as_written: str) -> None:
+        flat[name] = value
+        written[name] = as_written
+
+    for raw_key, value in mapping.items():
+        key = str(raw_key).replace("-", "_")
         name = f"{prefix}{key}"
+        where = f"{path}{raw_key}"
         if not prefix and key in SECTIONS and isinstance(value, Mapping):
             model = SECTIONS[key]
-            for inner, inner_value in value.items():
-                inner = str(inner).replace("-", "_")
+            for raw_inner, inner_value in value.items():
+                inner = str(raw_inner).replace("-", "_")
                 field = model.model_fields.get(inner)
                 if field is not None:
-                    flat[field.alias or inner] = inner_value
+                    put(field.alias or inner, inner_value, f"{where}.{raw_inner}")
                 elif inner in _FLAT and _FLAT[inner].section == key:  # `series: {max_label_pairs: 5}`
-                    flat[inner] = inner_value
+                    put(inner, inner_value, f"{where}.{raw_inner}")
                 else:
-                    flat.update(_flatten({inner: inner_value}, f"{key}_"))
+                    flat.update(_flatten({raw_inner: inner_value}, f"{key}_", written, f"{where}."))
         elif isinstance(value, Mapping) and name not in _FLAT:
-            flat.update(_flatten(value, f"{name}_"))
+            flat.update(_flatten(value, f"{name}_", written, f"{where}."))
         else:
-            flat[name] = value
+            put(name, value, where)
     return flat
 
 
-def _from_yaml(path: Path) -> dict[str, Any]:
+def _from_yaml(path: Path, written: dict[str, str]) -> dict[str, Any]:
     try:
         loaded = yaml.safe_load(path.read_text()) or {}
     except OSError as exc:
@@ -1100,7 +1110,7 @@ def _from_yaml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"config file {path} is not valid YAML: {exc}") from exc
     if not isinstance(loaded, Mapping):
         raise ConfigError(f"config file {path} must hold a mapping of settings, not {type(loaded).__name__}")
-    return _flatten(loaded)
+    return _flatten(loaded, written=written)
 
 
 def _from_env(environ: Mapping[str, str]) -> dict[str, Any]:
@@ -1135,6 +1145,32 @@ def _with_suggestion(env_name: str) -> str:
     return f"{env_name} (did you mean {ENV_PREFIX}{close[0].upper()}?)" if close else env_name
 
 
+def _closest_setting(key: str) -> str | None:
+    """The known setting `key` (a flat name, or a YAML key as written: `judge.modle`) most likely
+    meant, spelt the same way (`judge.model`); None when none is close."""
+    parts = key.replace("-", "_").split(".")
+    if len(parts) == 2 and parts[0] in SECTIONS:  # `judge: {modle: ...}`: the section's own keys
+        section = parts[0]
+        known = [*SECTIONS[section].model_fields, *(n for n, f in _FLAT.items() if f.section == section)]
+        close = difflib.get_close_matches(parts[1], known, n=1, cutoff=0.7)
+        if close:
+            return f"{section}.{close[0]}"
+    # Flat names, and `<section>_<field>`, which users guess for one (sampling_rate → sample_rate).
+    guesses = {name: name for name in _FLAT}
+    for name, flat in _FLAT.items():
+        if flat.section:
+            guesses.setdefault(f"{flat.section}_{flat.attribute}", name)
+    close = difflib.get_close_matches("_".join(parts), list(guesses), n=1, cutoff=0.7)
+    if not close:
+        return None
+    meant = guesses[close[0]]
+    # Keep the user's nesting where the name allows it (`sample: {rat: }` → sample.rate).
+    prefix = "_".join(parts[:-1]) + "_"
+    if len(parts) > 1 and meant.startswith(prefix):
+        return ".".join(parts[:-1]) + "." + meant[len(prefix) :]
+    return meant
+
+
 def load_settings(
     *,
     config_file: str | Path | None = None,
@@ -1144,8 +1180,9 @@ def load_settings(
     """Build the one Settings object from file, environment and flags (highest wins)."""
     environ = os.environ if environ is None else environ
     config_file = config_file or environ.get(CONFIG_ENV)
+    written: dict[str, str] = {}  # flat name → the config file's key as written (`judge.modle`)
     layers = {
-        "config file": _from_yaml(Path(config_file)) if config_file else {},
+        "config file": _from_yaml(Path(config_file), written) if config_file else {},
         "environment": _from_env(environ),
         "command line": {k: v for k, v in (overrides or {}).items() if v is not None},
     }
@@ -1161,7 +1198,7 @@ def load_settings(
     try:
         settings = Settings.model_validate(merged)
     except ValidationError as exc:
-        raise ConfigError(_describe(exc, origin)) from None
+        raise ConfigError(_describe(exc, origin, written)) from None
     settings._origins = origin
     return settings
 
@@ -1177,16 +1214,19 @@ def _flat_name(loc: tuple[Any, ...]) -> str:
     return head
 
 
-def _describe(exc: ValidationError, origin: Mapping[str, str]) -> str:
+def _describe(exc: ValidationError, origin: Mapping[str, str], written: Mapping[str, str]) -> str:
     lines = ["invalid configuration:"]
     for error in exc.errors():
         loc = tuple(error["loc"])
         name = _flat_name(loc)
         message = str(error["msg"]).removeprefix("Value error, ")
         if error["type"] == "extra_forbidden":
+            key = written.get(name, name) if origin.get(name) == "config file" else name
+            close = _closest_setting(key)
+            hint = f"; did you mean {close}?" if close else ""
             lines.append(
-                f"  {name} (from {origin.get(name, 'default')}): unknown setting; "
-                "see `ragpulse validate-config --list`"
+                f"  {key} (from {origin.get(name, 'default')}): unknown setting{hint} "
+                "(`ragpulse validate-config --list` lists every setting)"
             )
             continue
         if loc[:1] == ("criteria",) and len(loc) > 2:

@@ -107,6 +107,8 @@ class Scoreboard:
         # bin index → metric → [sum, count]; the oldest bins are dropped beyond max_bins.
         self._bins: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(lambda: [0.0, 0]))
         self._recent: deque[Scored] = deque(maxlen=recent)
+        # Scores per series so far: what a drift detector has seen (its baseline counts them).
+        self._per_series: dict[SeriesKey, int] = defaultdict(int)
 
     def restart_clock(self, started: float) -> None:
         """Count from `started` (the moment traffic starts: the agent is up)."""
@@ -141,6 +143,7 @@ class Scoreboard:
         for metric, value in scores.items():
             bucket[metric][0] += value
             bucket[metric][1] += 1
+            self._per_series[(interaction.service, interaction.route, metric)] += 1
         while len(self._bins) > self._max_bins:
             del self._bins[min(self._bins)]
         self._recent.append(
@@ -149,6 +152,10 @@ class Scoreboard:
                 interaction.trace_id, failing_verdicts(tuple(evaluated.results)),
             )
         )  # fmt: skip
+
+    def scores_per_series(self) -> dict[SeriesKey, int]:
+        """How many scores each (service, route, metric) series has had so far."""
+        return dict(self._per_series)
 
     def metrics(self) -> list[str]:
         return sorted({m for bucket in self._bins.values() for m in bucket})

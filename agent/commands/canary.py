@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.config import ConfigError, Settings
+from agent.infra.listening import listen_error
 from agent.infra.stopping import stop_on_signals, stopped_within, unless_stopped
 from agent.probes.canary import Comparison, MetricRun, record
 
@@ -64,7 +65,10 @@ def _main(args: argparse.Namespace, settings: Settings) -> int:
     registry = CollectorRegistry()
     if args.schedule:
         host, port = settings.server.address
-        start_http_server(port, host, registry=registry)
+        try:
+            start_http_server(port, host, registry=registry)
+        except OSError as exc:  # a port taken: the operator's mistake, one line naming the setting
+            raise listen_error("metrics_listen", host, port, exc) from None
     return asyncio.run(_runs(args, settings, registry))
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -131,6 +132,7 @@ def run_demo(settings: Settings, *, duration: float | None, regress_after: float
 
         log_above(console)
     started = time.monotonic()
+    regress_given = regress_after
     if regress_after is None and duration is not None:
         regress_after = round(duration * 0.4, 1)
     missing_after = None
@@ -142,11 +144,15 @@ def run_demo(settings: Settings, *, duration: float | None, regress_after: float
     demo_telemetry = DemoTelemetry(registry)
     recorder = Scoreboard(started, time_scale=time_scale)
     agent = build_agent(settings, registry, observers=[recorder])
-    state = DemoState(registry, recorder, schedule, duration, settings.judge.model)
+    state = DemoState(registry, recorder, schedule, duration, settings.judge.model,
+                      baseline_size=settings.drift.baseline_size, window=settings.drift.window,
+                      default_regression=regress_given is None)  # fmt: skip
 
     def on_phase(phase: Phase) -> None:
         state.phase = phase
         state.phase_started.setdefault(int(phase), recorder.elapsed())
+        if phase is Phase.IRRELEVANT_FIRST and state.scores_at_injection is None:
+            state.scores_at_injection = recorder.scores_per_series()
         demo_telemetry.phase.set(int(phase))
 
     async def main() -> None:
@@ -194,14 +200,71 @@ def run_demo(settings: Settings, *, duration: float | None, regress_after: float
 def summary_line(state: DemoState) -> str:
     first = state.recorder.first_score_at
     first_text = "no score" if first is None else f"first score after {first:.1f}s"
-    injected = state.phase_started.get(int(Phase.IRRELEVANT_FIRST))
     if not state.detections:
-        drift = "no drift detected"
+        drift = "no drift detected" + (too_short(state) or "")
     else:
-        at = min(state.detections.values())
-        delay = "" if injected is None else f" ({at - injected:+.1f}s after the injection)"
-        drift = f"drift detected on {len(state.detections)} series, first at {at:.1f}s{delay}"
+        # The first alarm of each phase, counted from that phase's own start (phase_alarms).
+        firsts: dict[str, str] = {}
+        for alarm in phase_alarms(state):
+            after = alarm["after_phase_start"]
+            firsts.setdefault(
+                alarm["phase"],
+                f"a false alarm at {alarm['at']:.1f}s" if after is None
+                else f"'{alarm['phase']}' at {alarm['at']:.1f}s ({after:+.1f}s after it began)",
+            )  # fmt: skip
+        drift = f"drift detected on {len(state.detections)} series; first alarms: " + ", ".join(
+            firsts.values()
+        )
     return f"{first_text}; {state.recorder.scored} interactions scored; {drift}"
+
+
+def phase_alarms(state: DemoState) -> list[dict[str, Any]]:
+    """Each drift alarm, oldest first, with the traffic phase it fired in (the latest started by
+    then) and the seconds since that phase began: a later step of the regression is timed from
+    its own injection, not from the first. An alarm in the healthy phase has no delay (a false alarm)."""
+    started = sorted((at, Phase(p)) for p, at in state.phase_started.items())
+    alarms = []
+    for (service, route, metric), at in sorted(state.detections.items(), key=lambda kv: kv[1]):
+        began, phase = max(((t, p) for t, p in started if t <= at), default=(0.0, Phase.HEALTHY))
+        regressed = phase is not Phase.HEALTHY
+        alarms.append({
+            "service": service, "route": route, "metric": metric, "at": at, "phase": phase.label,
+            "after_phase_start": at - began if regressed else None,
+        })  # fmt: skip
+    return alarms
+
+
+def too_short(state: DemoState) -> str | None:
+    """Why the drift detector could not fire, when the regression came before it had learnt its
+    baseline (`drift_baseline_size` scores of each service, route and metric), with the
+    --duration that gives it time at the rate series were scored in this run; None otherwise."""
+    injected = state.phase_started.get(int(Phase.IRRELEVANT_FIRST))
+    at_injection = state.scores_at_injection
+    if injected is None or at_injection is None:
+        return None
+    final = {key: n for key, n in state.board.scores_per_series().items() if not key[2].startswith("signal:")}
+    fewest = min((at_injection.get(key, 0) for key in final), default=0)
+    need = state.baseline_size
+    if fewest >= need:
+        return None
+    said = (
+        f": the regression came at {injected:.1f}s, before the drift detector had learnt its baseline "
+        f"({need} scores of each service, route and metric; the fewest had {fewest})"
+    )
+    elapsed = state.board.elapsed()
+    if not final or elapsed <= 0 or min(final.values()) == 0:
+        return said
+    # The slowest series' scores per second; the regression after its baseline (+20% for chance),
+    # then room for the window test's scores; a default regression comes at 40% of the duration.
+    per_second = min(final.values()) / elapsed
+    learnt = 1.2 * need / per_second
+    detect = 1.2 * state.window / per_second
+    if state.default_regression:
+        duration = math.ceil(max(learnt / 0.4, detect / 0.6) / 10) * 10
+        return f"{said}; --duration {duration} or more gives it time"
+    regress = math.ceil(learnt / 5) * 5
+    duration = regress + math.ceil(detect / 5) * 5
+    return f"{said}; --regress-after {regress} or later gives it time, with --duration {duration} or more"
 
 
 async def _view(state: DemoState, console: Any, live: bool, stop: asyncio.Event) -> None:
@@ -221,10 +284,7 @@ def demo_data(state: DemoState) -> dict[str, Any]:
         "interactions_scored": state.recorder.scored,
         "phases": {Phase(p).label: at for p, at in sorted(state.phase_started.items())},
         "regression_injected_at": state.phase_started.get(int(Phase.IRRELEVANT_FIRST)),
-        "detections": [
-            {"service": s, "route": r, "metric": m, "at": at}
-            for (s, r, m), at in sorted(state.detections.items(), key=lambda kv: kv[1])
-        ],
+        "detections": phase_alarms(state),
         "bin_seconds": state.recorder.bin_seconds,
         "timeline": {"t": times, **series},
     }

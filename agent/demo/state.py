@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from agent.demo.traffic import Phase, Schedule
 from agent.report.live import Watch, sample_total
-from agent.scoreboard import Scoreboard
+from agent.scoreboard import Scoreboard, SeriesKey
 
 
 @dataclass
@@ -18,6 +18,11 @@ class DemoState(Watch):
     judge: str
     phase: Phase = Phase.HEALTHY
     phase_started: dict[int, float] = field(default_factory=dict)
+    baseline_size: int = 150  # scores per series a drift detector learns its baseline from
+    window: int = 50  # recent scores its window test compares with the baseline
+    default_regression: bool = True  # the regression at 40% of --duration (no --regress-after)
+    # Scores per series when the regression was injected: was the baseline learnt by then?
+    scores_at_injection: dict[SeriesKey, int] | None = None
 
     @property
     def recorder(self) -> Scoreboard:

@@ -32,17 +32,20 @@ def demo_png(data: Mapping[str, Any]) -> bytes:
 def demo_page(data: Mapping[str, Any], summary: str) -> str:
     page = Page("ragpulse demo", escape(summary))
     page.section("Scores over time", chart(charts.to_svg(_figure(data)), "timeline"), section_id="timeline")
-    injected = data.get("regression_injected_at")
+    # Each alarm is timed from the start of the phase it fired in (agent/demo/run.py phase_alarms).
     rows = [
         (
             escape(d["service"]), escape(d["route"]), escape(d["metric"]), fmt(d["at"], 1),
-            "—" if injected is None else f"{d['at'] - injected:+.1f}",
+            escape(d["phase"]),
+            "false alarm" if d["after_phase_start"] is None else f"{d['after_phase_start']:+.1f}",
         )
         for d in data["detections"]
     ]  # fmt: skip
     if rows:
         body = table(
-            ["service", "route", "metric", "detected at (s)", "after injection (s)"], rows, numeric=(3, 4)
+            ["service", "route", "metric", "detected at (s)", "during phase", "after the phase began (s)"],
+            rows,
+            numeric=(3, 5),
         )
     else:
         body = '<p class="callout">The drift detector did not fire.</p>'

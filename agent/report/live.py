@@ -25,6 +25,18 @@ from agent.scoreboard import Scoreboard, SeriesKey, drift_alarms, sample_total
 
 _SPARK = "▁▂▃▄▅▆▇█"
 PLAIN_EVERY_SECONDS = 5.0
+# The scores column's narrowest: one `answer_relevancy=0.60` (the longest metric name) per line.
+_SCORE_WIDTH = 22
+_TRACE_ID_WIDTH = 32  # hex digits of a W3C trace id, shown whole to be searched for
+_VERDICTS_WIDTH = 44  # `context_relevancy: #1 #2 #3 #4 not relevant` on one line
+
+
+def _interaction_width(screen: int) -> int:
+    """The width of the lowest-scored table's interaction cell on a screen `screen` columns wide: the
+    trace id's, widened for the question (up to 12 more) only once the scores have room to show a
+    failing verdict on one line. The rest goes to the scores."""
+    beside = screen - 4 - 4 * 2 - 4 - 4  # the panel, the columns' padding, `at` and `mean`
+    return _TRACE_ID_WIDTH + min(12, max(0, beside - _TRACE_ID_WIDTH - _VERDICTS_WIDTH))
 
 
 def sparkline(values: list[float | None], width: int = 40) -> str:
@@ -102,19 +114,22 @@ class LiveView:
             scores.add_row(
                 metric, "—" if mean is None else f"{mean:.3f}", sparkline(series.get(metric, [])), drift
             )
+        # Laid out for 80 columns and up: the scores get what is left beside the interaction,
+        # wrapping between metrics, never inside one (_SCORE_WIDTH); the interaction's cell holds its
+        # route, its whole trace id and its question, which alone is cut (ellipsis).
         lowest = Table(expand=True, box=None, title="lowest-scored recent interactions", title_justify="left")
-        lowest.add_column("at")
-        lowest.add_column("service / route", overflow="ellipsis", max_width=24)
-        lowest.add_column("mean")
-        lowest.add_column("scores / failing verdicts", overflow="fold", ratio=2)
-        lowest.add_column("trace id", no_wrap=True, min_width=32)
-        lowest.add_column("question", overflow="ellipsis", no_wrap=True, ratio=1)
+        lowest.add_column("at", no_wrap=True)
+        lowest.add_column("mean", no_wrap=True)
+        lowest.add_column("route / trace id / question", no_wrap=True, overflow="ellipsis",
+                          width=_interaction_width(self._live.console.width))  # fmt: skip
+        lowest.add_column("scores / failing verdicts", overflow="fold", min_width=_SCORE_WIDTH, ratio=1)
         for scored in board.lowest(seconds=watch.lowest_seconds):
             shown = " ".join(f"{m}={v:.2f}" for m, v in sorted(scored.scores.items()))
             verdicts = "\n".join(scored.failing)
             lowest.add_row(
-                f"{scored.at:.0f}s", f"{scored.service} {scored.route}", f"{scored.mean:.2f}",
-                shown + ("\n" + verdicts if verdicts else ""), scored.trace_id, scored.query,
+                f"{scored.at:.0f}s", f"{scored.mean:.2f}",
+                f"{scored.service} {scored.route}\n{scored.trace_id}\n{scored.query}",
+                shown + ("\n" + verdicts if verdicts else ""),
             )  # fmt: skip
         events = Text()
         for (service, route, metric), at in sorted(watch.detections.items(), key=lambda kv: kv[1]):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Callable
@@ -247,3 +248,20 @@ def test_a_canary_whose_judge_cannot_work_stops_before_judging(tmp_path: Path) -
     assert calls == 1
     assert "Incorrect API key provided" in run.stdout and "RAGPULSE_JUDGE_API_KEY" in run.stdout
     assert not (tmp_path / "canary-state.json").exists()
+
+
+def test_schedule_with_its_metrics_port_taken_is_one_line_naming_the_setting(tmp_path: Path) -> None:
+    """The scheduled canary serves its gauges on metrics_listen: a port another process holds is
+    the operator's mistake, told in one line with the setting and its variable (exit 2)."""
+    with socket.socket() as holder, FakeLLMServer() as server:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        argv, env = canary_command(tmp_path, server, "--schedule", "--metrics-listen", f"127.0.0.1:{port}")
+        done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.splitlines() == [
+        f"ragpulse canary: cannot listen on 127.0.0.1:{port} (metrics_listen, RAGPULSE_METRICS_LISTEN): "
+        "Address already in use; another process listens there; choose another HOST:PORT with "
+        "RAGPULSE_METRICS_LISTEN or --set metrics_listen=HOST:PORT"
+    ], done.stderr

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -77,6 +78,13 @@ def test_demo_detects_the_injected_regression_and_nothing_before(tmp_path: Path)
     assert data["time_scale"] == 2
     assert data["detections"], data
     assert all(d["at"] > injected for d in data["detections"])
+    # Each alarm is timed from the start of the phase it fired in: the second step's from its own.
+    starts = data["phases"]
+    for alarm in data["detections"]:
+        phase = max((label for label in starts if starts[label] <= alarm["at"]), key=starts.__getitem__)
+        assert alarm["phase"] == phase and phase != "healthy", alarm
+        assert alarm["after_phase_start"] == pytest.approx(alarm["at"] - starts[phase]), alarm
+    assert "first alarms: 'irrelevant chunks ranked first' at " in output
     assert 0 < data["first_score_seconds"] < injected
     metrics = {d["metric"] for d in data["detections"]}
     assert "context_precision" in metrics or "context_relevancy" in metrics
@@ -140,3 +148,29 @@ def test_demo_uses_the_configured_llm_judge(tmp_path: Path) -> None:
     data = json.loads((tmp_path / "demo.json").read_text())
     assert data["judge"] == "openai/ragpulse-test-judge"
     assert data["interactions_scored"] > 0 and calls > 0
+
+
+def test_a_demo_too_short_to_learn_a_baseline_says_so_and_how_long_is_enough(tmp_path: Path) -> None:
+    """`ragpulse demo --duration 15`: the regression comes at 6 s, before 150 scores of every
+    series; "no drift detected" alone would read as a miss."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAGPULSE_")}
+    env.update({
+        "RAGPULSE_METRICS_LISTEN": f"127.0.0.1:{free_port()}",
+        "RAGPULSE_OTLP_LISTEN": f"127.0.0.1:{free_port()}",
+        "RAGPULSE_OTLP_GRPC_LISTEN": f"127.0.0.1:{free_port()}",
+    })  # fmt: skip
+    run = subprocess.run(
+        [sys.executable, "-m", "agent", "demo", "--duration", "15", "--time-scale", "2",
+         "--out", str(tmp_path)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    match = re.search(
+        r"; no drift detected: the regression came at 6\.\ds, before the drift detector had learnt its "
+        r"baseline \(150 scores of each service, route and metric; the fewest had (\d+)\); "
+        r"--duration (\d+) or more gives it time\n",
+        run.stdout,
+    )
+    assert match, run.stdout[-2000:]
+    assert int(match[1]) < 150 and 40 <= int(match[2]) <= 120
+    assert match[0].strip("\n; ") in (tmp_path / "report.html").read_text()

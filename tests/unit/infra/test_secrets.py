@@ -8,8 +8,9 @@ import logging
 from collections.abc import Iterator
 
 import pytest
+import yaml
 
-from agent.cli import display_settings
+from agent.cli import display_settings, settings_listing
 from agent.commands.logs import PROMPT_LOGGERS, configure_logging, secret_values
 from agent.config import load_settings
 from agent.infra.secrets import MASKER, install_log_masking, is_secret_header, mask, mask_url, url_password
@@ -97,6 +98,25 @@ def test_validate_config_masks_credential_headers_and_keeps_the_others() -> None
     values = json.loads(shown)
     headers = values["probes"]["endpoints"][0]["headers"]
     assert headers == {"Authorization": "***", "Cookie": "***", "x-tenant": "t1"}
+    assert values["results"]["otlp_headers"] == ["x-api-key=***", "x-scope=eu"]
+
+
+@pytest.mark.parametrize("everything", [False, True])
+def test_the_settings_listing_masks_as_the_json_does(everything: bool) -> None:
+    """`validate-config` (what was set) and `validate-config --all`: the same masking as --json."""
+    settings = load_settings(environ={**ENV, **HEADERS_ENV})
+    listing = settings_listing(settings, everything=everything)
+    for secret in (REDIS_PASSWORD, REDIS_PASSWORD.replace("/", "%2F"), API_KEY, SASL_PASSWORD, PROBE_TOKEN,
+                   "planted-cookie-9", RESULTS_KEY):  # fmt: skip
+        assert secret not in listing
+    values = yaml.safe_load(listing)
+    assert values["redis"]["url"] == "redis://default:***@127.0.0.1:6390/0"
+    assert values["judge"]["api_key"] == values["kafka"]["sasl_password"] == "***"
+    assert values["probes"]["endpoints"][0]["headers"] == {
+        "Authorization": "***",
+        "Cookie": "***",
+        "x-tenant": "t1",
+    }
     assert values["results"]["otlp_headers"] == ["x-api-key=***", "x-scope=eu"]
     # Only shown masked: the requests send them as given.
     assert settings.probes.endpoints[0].headers["Authorization"] == f"Bearer {PROBE_TOKEN}"
