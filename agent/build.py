@@ -11,6 +11,7 @@ not parse, a calibration file that does not load). Every configuration mistake i
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import socket
 import uuid
@@ -36,7 +37,8 @@ from agent.judges.base import Judge, SpendSink
 from agent.judges.cache import CachedJudge, VerdictCache
 from agent.judges.instrumented import InstrumentedJudge
 from agent.judges.redacting import RedactingJudge
-from agent.metrics import METRICS
+from agent.judges.standing import MetricChoice, choose_metrics
+from agent.metrics import METRICS, STREAMING_METRICS
 from agent.otlp.assemble import Labeller, TraceAssembler
 from agent.otlp.conventions import Convention
 from agent.otlp.conventions.genai import GenAI
@@ -53,12 +55,14 @@ from agent.telemetry import JudgeTelemetry, Telemetry
 from agent.trust import aggregator as trust
 from agent.trust.calibration import CalibrationError, load_calibrations
 
+log = logging.getLogger(__name__)
+
 # -- Checks that need more than one section, or the rest of ragpulse -----------------------------
 
 
 def check_settings(settings: Settings) -> None:
     """Raise a ConfigError for a value whose shape is right but which ragpulse cannot use."""
-    unknown = [name for name in settings.metrics if name not in METRICS]
+    unknown = [name for name in settings.metrics or () if name not in METRICS]
     if unknown:
         raise settings.error("metrics", f"unknown metric(s) {unknown}; choose from {sorted(METRICS)}")
     unknown = [key for key in settings.alerts.thresholds if key.rpartition("/")[2] not in METRICS]
@@ -81,6 +85,22 @@ def check_settings(settings: Settings) -> None:
             load_calibrations(Path(settings.trust.calibration_file))
         except CalibrationError as exc:
             raise settings.error("calibration_file", str(exc)) from None
+
+
+def metric_choice(settings: Settings) -> MetricChoice:
+    """The metrics the agent scores: `metrics` as the user set them, else the streaming metrics
+    the judge measures better than chance (agent/judges/standing.py)."""
+    return choose_metrics(settings.judge.model, settings.metrics, tuple(STREAMING_METRICS))
+
+
+def describe_metric_choice(choice: MetricChoice) -> str:
+    """The metric set, why, and how to score what the judge's default left out: one line."""
+    line = choice.why()
+    if choice.off:
+        every = ",".join(choice.every)
+        off = ", ".join(s.metric for s in choice.off)
+        line += f"; to score {off}: RAGPULSE_METRICS={every} (or --set metrics={every})"
+    return line
 
 
 def load_checked_settings(**sources: Any) -> Settings:
@@ -169,6 +189,9 @@ def build_agent(
     evaluated interaction after the configured ones (the live view of `ragpulse demo` and of
     `ragpulse run --live`)."""
     check_settings(settings)
+    metrics = metric_choice(settings)
+    if metrics.off or metrics.doubtful:  # said once, at start: a metric left out, or one that says little
+        log.log(logging.WARNING if metrics.doubtful else logging.INFO, describe_metric_choice(metrics))
     telemetry = Telemetry(registry if registry is not None else CollectorRegistry())
     for key, threshold in settings.alerts.thresholds.items():
         service, _, metric = key.rpartition("/")
@@ -197,7 +220,7 @@ def build_agent(
     )
     production = Route(
         "production",
-        Evaluator([METRICS[name]() for name in settings.metrics], judge),
+        Evaluator([METRICS[name]() for name in metrics.metrics], judge),
         sampler=sampler,
         # Durable exporters first: they must succeed before the in-process ones count an interaction.
         exporters=[
@@ -232,7 +255,7 @@ def build_agent(
     probe_results = ProbeResults(telemetry.probes, settings.probes)
     probes = Route(
         "probes",
-        ProbeScorer(settings.probes, build_judge(settings, telemetry.judge, redis), settings.metrics),
+        ProbeScorer(settings.probes, build_judge(settings, telemetry.judge, redis), metrics.metrics),
         exporters=[probe_results],
         observers=[probe_results],
     )
@@ -299,4 +322,12 @@ def build_agent(
     )
 
 
-__all__ = ["ConfigError", "build_agent", "check_settings", "kafka_connection", "load_checked_settings"]
+__all__ = [
+    "ConfigError",
+    "build_agent",
+    "check_settings",
+    "describe_metric_choice",
+    "kafka_connection",
+    "load_checked_settings",
+    "metric_choice",
+]

@@ -241,7 +241,12 @@ def _main(args: argparse.Namespace, loaded: list[Settings]) -> int:
 
 
 def _validate_command(args: argparse.Namespace, settings: Settings) -> int:
-    print(display_settings(settings))
+    from agent.build import describe_metric_choice, metric_choice
+
+    # The metrics shown are those the agent would score; why, on stderr (stdout stays the JSON).
+    choice = metric_choice(settings)
+    print(display_settings(settings.model_copy(update={"metrics": choice.metrics})))
+    print(f"ragpulse validate-config: {describe_metric_choice(choice)}", file=sys.stderr)
     return 0
 
 

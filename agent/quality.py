@@ -102,14 +102,17 @@ def _settings(settings: Settings | None, config: str | Path | None, judge: str |
 
 
 def _prepare(
-    items: Items, metrics: Sequence[str] | None, k: int
+    items: Items, metrics: Sequence[str] | None, k: int, judge_model: str
 ) -> tuple[list[EvalItem], list[BadRow], list[str]]:
     loaded, bad = _load(items)
     for row in bad:  # attributed to the caller of evaluate / aevaluate
         warnings.warn(f"item {row.line} skipped: {row.reason}", stacklevel=3)
     if not loaded:
         raise ValueError("no usable item to evaluate")
-    return loaded, bad, choose_metrics(loaded, metrics, k)
+    choice = choose_metrics(loaded, metrics, k, judge_model)
+    if choice.off:  # as `ragpulse eval` says it on stderr
+        warnings.warn(f"{choice.why()}; to score them, pass metrics=", stacklevel=3)
+    return loaded, bad, list(choice.metrics)
 
 
 async def _evaluate(
@@ -131,8 +134,9 @@ async def aevaluate(
     settings: Settings | None = None,
 ) -> EvalResults:
     """`evaluate` for code already in an event loop (a notebook: `await aevaluate(items)`)."""
-    loaded, bad, chosen = _prepare(items, metrics, k)
-    return await _evaluate(loaded, bad, chosen, k, _settings(settings, config, judge))
+    settings = _settings(settings, config, judge)
+    loaded, bad, chosen = _prepare(items, metrics, k, settings.judge.model)
+    return await _evaluate(loaded, bad, chosen, k, settings)
 
 
 def evaluate(
@@ -151,7 +155,9 @@ def evaluate(
             column names accepted), or `EvalItem`s. A dict that cannot be used is skipped with a
             warning and listed in `results.bad`, as the command lists a bad line.
         judge: the judge model (`lexical`, `embedding`, or a litellm model); default: the settings'.
-        metrics: only these metrics (default: every metric whose inputs some item carries).
+        metrics: only these metrics (default: every metric whose inputs some item carries, less
+            those the judge measures no better than chance, named in a warning: answer_relevancy
+            with the local judges; docs/judges.md).
         k: the cut-off of the rank metrics.
         config: a YAML settings file, as `--config`; `RAGPULSE_*` variables apply either way.
         settings: settings already loaded (instead of `judge` and `config`).
@@ -162,8 +168,9 @@ def evaluate(
         ConfigError: the settings are wrong (the message names the setting).
         ValueError: no usable item.
     """
-    loaded, bad, chosen = _prepare(items, metrics, k)
-    return asyncio.run(_evaluate(loaded, bad, chosen, k, _settings(settings, config, judge)))
+    settings = _settings(settings, config, judge)
+    loaded, bad, chosen = _prepare(items, metrics, k, settings.judge.model)
+    return asyncio.run(_evaluate(loaded, bad, chosen, k, settings))
 
 
 def quality_checks(results: EvalResults, *, on: str = MEAN, **thresholds: float) -> list[GateCheck]:

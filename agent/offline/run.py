@@ -15,7 +15,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agent.judges import standing
 from agent.judges.base import Judge
+from agent.judges.standing import MetricChoice
 from agent.offline.evaluate import ItemResult, OfflineEvaluator, all_metric_names, available_metrics
 from agent.offline.records import BadRow, EvalItem
 from agent.offline.summary import JudgeUsage, MetricSummary, summarise, summary_document
@@ -43,14 +45,18 @@ def check_metric_names(names: Iterable[str], k: int, what: str = "metric") -> No
             raise UnknownMetric(unknown_metric_line(name, known, what))
 
 
-def choose_metrics(items: Sequence[EvalItem], wanted: Sequence[str] | None, k: int) -> list[str]:
+def choose_metrics(
+    items: Sequence[EvalItem], wanted: Sequence[str] | None, k: int, judge_model: str = "", keep: Sequence[str] = ()
+) -> MetricChoice:
     """The metrics to score: `wanted` (checked, those no item has inputs for left out unless
-    none is left), or every metric whose inputs some item carries."""
+    none is left), or every metric whose inputs some item carries less those the judge
+    `judge_model` measures at chance or worse (the agent's rule, agent/judges/standing.py), save
+    those in `keep` (a gate names them)."""
     available = available_metrics(items, k)
     if not wanted:
-        return available
+        return standing.choose_metrics(judge_model, None, available, keep)
     check_metric_names(wanted, k)
-    return [m for m in wanted if m in available] or list(wanted)
+    return standing.choose_metrics(judge_model, [m for m in wanted if m in available] or list(wanted), ())
 
 
 @dataclass(frozen=True)
