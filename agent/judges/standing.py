@@ -207,7 +207,8 @@ class MetricChoice:
         parts = [f"metrics {', '.join(self.metrics)} ({whose})"]
         parts += [f"{s.metric} is off: the {self.judge} judge measures it {s.describe()}" for s in self.off]
         parts += [
-            f"{s.metric} says little: the {self.judge} judge measures it {s.describe()}" for s in self.doubtful
+            f"{s.metric} says little: the {self.judge} judge measures it {s.describe()}"
+            for s in self.doubtful
         ]
         parts += [f"{s.metric} is on, {s.describe()}" for s in self.weak]
         if not self.chosen_by_user and all(s.level == NOT_MEASURED for s in self.scored):
@@ -223,7 +224,9 @@ def choose_metrics(
     except those in `keep` (asked for another way: a quality gate names them)."""
     chosen_by_user = wanted is not None
     standings = [standing(judge_model, m) for m in (candidates if wanted is None else wanted)]
-    off = () if chosen_by_user else tuple(s for s in standings if not s.on_by_default and s.metric not in keep)
+    off = (
+        () if chosen_by_user else tuple(s for s in standings if not s.on_by_default and s.metric not in keep)
+    )
     if len(off) == len(standings):  # the user's choice, or nothing else to score: scored, doubt said
         off = ()
     scored = [s for s in standings if s not in off]

@@ -46,7 +46,11 @@ def check_metric_names(names: Iterable[str], k: int, what: str = "metric") -> No
 
 
 def choose_metrics(
-    items: Sequence[EvalItem], wanted: Sequence[str] | None, k: int, judge_model: str = "", keep: Sequence[str] = ()
+    items: Sequence[EvalItem],
+    wanted: Sequence[str] | None,
+    k: int,
+    judge_model: str = "",
+    keep: Sequence[str] = (),
 ) -> MetricChoice:
     """The metrics to score: `wanted` (checked, those no item has inputs for left out unless
     none is left), or every metric whose inputs some item carries less those the judge
