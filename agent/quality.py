@@ -111,7 +111,8 @@ def _prepare(
         raise ValueError("no usable item to evaluate")
     choice = choose_metrics(loaded, metrics, k, judge_model)
     if choice.off:  # as `ragpulse eval` says it on stderr
-        warnings.warn(f"{choice.why()}; to score them, pass metrics=", stacklevel=3)
+        off = ", ".join(s.metric for s in choice.off)
+        warnings.warn(f"{choice.why()}; to score {off}: metrics={list(choice.every)}", stacklevel=3)
     return loaded, bad, list(choice.metrics)
 
 
