@@ -139,7 +139,8 @@ def main(args: argparse.Namespace, settings: Settings) -> int:
         return USAGE
     if choice.off or choice.doubtful:  # as the agent does: a metric left out, or one that says little
         hint = f"; to score {', '.join(s.metric for s in choice.off)}: --metrics {','.join(choice.every)}"
-        print(f"ragpulse eval: {choice.why()}{hint if choice.off else ''}", file=sys.stderr)
+        # Said like the progress lines: "ragpulse eval:" starts the lines of errors and the gate.
+        print(f"{choice.why()}{hint if choice.off else ''}", file=sys.stderr)
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     try:

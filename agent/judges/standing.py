@@ -151,8 +151,8 @@ STANDINGS: Mapping[str, Mapping[str, Standing]] = {
             ),
         )
     },
-    # Its encoder and thresholds were never tuned on the shared samples: ARES's exemplars are held
-    # out for it (docs/judges.md).
+    # Its encoder was never tuned on the shared samples, so ARES's exemplars are held out for it
+    # (docs/judges.md, "Local judge: embedding").
     "embedding": {
         s.metric: s
         for s in (

@@ -41,7 +41,9 @@ def test_fail_under_exits_4_after_writing_and_names_each_failing_metric(tmp_path
         f"faithfulness: mean {f['mean']:.3f} is under the threshold 0.900 "
         f"(95% CI {f['ci_low']:.3f} – {f['ci_high']:.3f}, {f['count']} scores)"
     ]
+    # A gate that names a metric the judge's default leaves out scores it, with the doubt said.
     assert "gate passed: answer_relevancy: mean" in " ".join(run.stdout.split())
+    assert "answer_relevancy says little: the lexical judge measures it at chance" in run.stderr
     assert (out / "results.jsonl").is_file() and (out / "report.html").is_file()
 
     passing = ragpulse_eval(str(data), "--out", str(tmp_path / "ok"), "--fail-under", "faithfulness=0.3")
@@ -135,8 +137,17 @@ def test_the_python_api_gives_what_the_command_writes(
     data = write_set(tmp_path / "set.jsonl", items)
     run = ragpulse_eval(str(data), "--out", str(tmp_path / "out"), "--fail-under", "faithfulness=0.95")
     assert run.returncode == GATE_FAILED, run.stderr
+    # The lexical judge's default leaves answer relevancy out (at chance), in one line that says how
+    # to score it; the Python API says the same in a warning.
+    assert "answer_relevancy" not in json.loads((tmp_path / "out" / "summary.json").read_text())["metrics"]
+    [said] = [line for line in run.stderr.splitlines() if "answer_relevancy is off" in line]
+    assert said.endswith("to score answer_relevancy: --metrics "
+                         "context_precision,context_relevancy,faithfulness,answer_relevancy")  # fmt: skip
 
-    with pytest.warns(UserWarning, match="item 13 skipped: a response without its question"):
+    with (
+        pytest.warns(UserWarning, match="item 13 skipped: a response without its question"),
+        pytest.warns(UserWarning, match="answer_relevancy is off: the lexical judge measures it at chance"),
+    ):
         from_dicts = evaluate(items, judge="lexical")
     with pytest.warns(UserWarning, match="item 13 skipped"):
         from_file = evaluate(data)
