@@ -17,7 +17,9 @@ The figures are those of docs/judges.md, measured by benchmarks/heldout.py (ARES
 human-annotated test set, RAGTruth's held-out responses) and benchmarks/judge_agreement.py (the
 shared samples); tests/unit/judges/test_standing.py ties them to that page and recomputes those on
 the shared samples. The interval is Hanley and McNeil's (1982) from the AUROC and the two class
-sizes, the one method that every figure allows: the held-out files are not in this repository.
+sizes, the one method that every figure allows: the held-out files are not in this repository. On
+metric values that tie often it is wider than a bootstrap, so it is slow to call a metric above
+chance.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ from agent.judges.standing import (
     standing,
 )
 from agent.metrics import STREAMING_METRICS
-from agent.trust.agreement import agreement_table, auroc, bootstrap
+from agent.trust.agreement import agreement, agreement_table, auroc, bootstrap
 from tests.support.labelled import judge_file
 from tests.support.repo import ROOT, SHARED_DATA
 
@@ -205,7 +205,8 @@ def test_a_users_choice_is_kept_exactly_and_a_metric_at_chance_in_it_is_named() 
 @pytest.mark.skipif(not SHARED_DATA.exists(), reason="shared evaluation data not present")
 def test_the_figures_on_the_shared_samples_are_recomputed() -> None:
     (path,) = (SHARED_DATA / "ares_sample").glob("*.jsonl")
-    rows = {row.metric: row for row in agreement_table(*asyncio.run(judge_file(LexicalJudge(), path)))}
+    name, judged = asyncio.run(judge_file(LexicalJudge(), path))
+    rows = {row.metric: row for row in agreement_table(name, judged)}
     checked = 0
     for metric, declared in STANDINGS["lexical"].items():
         for figure in declared.figures:
@@ -215,6 +216,14 @@ def test_the_figures_on_the_shared_samples_are_recomputed() -> None:
             assert (row.positives, row.items - row.positives) == (figure.positives, figure.negatives)
             measured = row.graded_auroc if figure.score == GRADED else row.auroc
             assert figure.score in (VALUE, GRADED) and measured == pytest.approx(figure.auroc, abs=0.0005)
+            # On tied metric values the interval is no narrower than calibrate's bootstrap.
+            cases = [j for j in judged if j.metric == metric]
+            labels = [j.label for j in cases]
+            values = [1.0 if j.value is None else j.value for j in cases]
+            sampled = agreement(metric, labels, values, resamples=2000).auroc
+            low, high = figure.interval
+            assert sampled.low is not None and sampled.high is not None
+            assert low <= sampled.low and high >= sampled.high, (metric, figure.interval, sampled)
             checked += 1
     assert checked == 2
 
