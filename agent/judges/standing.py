@@ -193,6 +193,7 @@ class MetricChoice:
     off: tuple[Standing, ...] = ()
     doubtful: tuple[Standing, ...] = ()
     weak: tuple[Standing, ...] = ()
+    kept: tuple[str, ...] = ()  # scored though the default would leave them out: asked for (a gate)
 
     @property
     def metrics(self) -> tuple[str, ...]:
@@ -206,6 +207,8 @@ class MetricChoice:
     def why(self) -> str:
         """What the set is and why, in one line (`validate-config`, the start-up log)."""
         whose = "as set" if self.chosen_by_user else f"the {self.judge} judge's default"
+        if self.kept:
+            whose += f", and {', '.join(self.kept)} as asked"
         parts = [f"metrics {', '.join(self.metrics)} ({whose})"]
         parts += [f"{s.metric} is off: the {self.judge} judge measures it {s.describe()}" for s in self.off]
         parts += [
@@ -239,4 +242,7 @@ def choose_metrics(
         off=off,
         doubtful=tuple(s for s in scored if not s.on_by_default),
         weak=tuple(s for s in scored if s.level == WEAK),
+        kept=tuple(
+            s.metric for s in scored if not s.on_by_default and s.metric in keep and not chosen_by_user
+        ),
     )

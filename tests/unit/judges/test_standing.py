@@ -198,6 +198,10 @@ def test_a_users_choice_is_kept_exactly_and_a_metric_at_chance_in_it_is_named() 
     # Asked for another way (a gate names it), or nothing else to score: scored, the doubt said.
     kept = choose_metrics("lexical", None, STREAMING, keep={"answer_relevancy"})
     assert kept.metrics == STREAMING and [s.metric for s in kept.doubtful] == ["answer_relevancy"]
+    assert kept.why().startswith(
+        "metrics context_precision, context_relevancy, faithfulness, answer_relevancy (the lexical "
+        "judge's default, and answer_relevancy as asked); answer_relevancy says little"
+    )
     alone = choose_metrics("lexical", None, ("answer_relevancy",))
     assert alone.metrics == ("answer_relevancy",) and alone.off == () and len(alone.doubtful) == 1
 
