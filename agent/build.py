@@ -11,6 +11,7 @@ not parse, a calibration file that does not load). Every configuration mistake i
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import socket
 import uuid
@@ -36,7 +37,8 @@ from agent.judges.base import Judge, SpendSink
 from agent.judges.cache import CachedJudge, VerdictCache
 from agent.judges.instrumented import InstrumentedJudge
 from agent.judges.redacting import RedactingJudge
-from agent.metrics import METRICS, builtin_metric_name
+from agent.judges.standing import MetricChoice, choose_metrics
+from agent.metrics import METRICS, STREAMING_METRICS, builtin_metric_name
 from agent.metrics.base import Metric
 from agent.metrics.criteria import CriterionMetric
 from agent.otlp.assemble import Labeller, TraceAssembler
@@ -55,12 +57,14 @@ from agent.telemetry import JudgeTelemetry, Telemetry
 from agent.trust import aggregator as trust
 from agent.trust.calibration import CalibrationError, load_calibrations
 
+log = logging.getLogger(__name__)
+
 # -- Checks that need more than one section, or the rest of ragpulse -----------------------------
 
 
 def check_settings(settings: Settings) -> None:
     """Raise a ConfigError for a value whose shape is right but which ragpulse cannot use."""
-    unknown = [name for name in settings.metrics if name not in METRICS]
+    unknown = [name for name in settings.metrics or () if name not in METRICS]
     if unknown:
         raise settings.error("metrics", f"unknown metric(s) {unknown}; choose from {sorted(METRICS)}")
     _check_criteria(settings)
@@ -110,10 +114,28 @@ def _check_criteria(settings: Settings) -> None:
         )
 
 
-def build_metrics(settings: Settings) -> list[Metric]:
-    """The metrics every interaction of the stream is scored with: the configured built-in ones
-    and one per custom criterion (a criterion defined is a criterion scored)."""
-    return [*(METRICS[name]() for name in settings.metrics), *map(CriterionMetric, settings.criteria)]
+def metric_choice(settings: Settings) -> MetricChoice:
+    """The metrics the agent scores: `metrics` as the user set them, else the streaming metrics
+    the judge measures better than chance (agent/judges/standing.py)."""
+    return choose_metrics(settings.judge.model, settings.metrics, tuple(STREAMING_METRICS))
+
+
+def describe_metric_choice(choice: MetricChoice) -> str:
+    """The metric set, why, and how to score what the judge's default left out: one line."""
+    line = choice.why()
+    if choice.off:
+        every = ",".join(choice.every)
+        off = ", ".join(s.metric for s in choice.off)
+        line += f"; to score {off}: RAGPULSE_METRICS={every} (or --set metrics={every})"
+    return line
+
+
+def build_metrics(settings: Settings, choice: MetricChoice | None = None) -> list[Metric]:
+    """The metrics every interaction of the stream is scored with: the chosen built-in ones
+    (`metric_choice` unless given) and one per custom criterion (a criterion defined is a
+    criterion scored)."""
+    chosen = (choice or metric_choice(settings)).metrics
+    return [*(METRICS[name]() for name in chosen), *map(CriterionMetric, settings.criteria)]
 
 
 def load_checked_settings(**sources: Any) -> Settings:
@@ -202,6 +224,9 @@ def build_agent(
     evaluated interaction after the configured ones (the live view of `ragpulse demo` and of
     `ragpulse run --live`)."""
     check_settings(settings)
+    metrics = metric_choice(settings)
+    if metrics.off or metrics.doubtful:  # said once, at start: a metric left out, or one that says little
+        log.log(logging.WARNING if metrics.doubtful else logging.INFO, describe_metric_choice(metrics))
     telemetry = Telemetry(registry if registry is not None else CollectorRegistry())
     for key, threshold in settings.alerts.thresholds.items():
         service, _, metric = key.rpartition("/")
@@ -230,7 +255,7 @@ def build_agent(
     )
     production = Route(
         "production",
-        Evaluator(build_metrics(settings), judge),
+        Evaluator(build_metrics(settings, metrics), judge),
         sampler=sampler,
         # Durable exporters first: they must succeed before the in-process ones count an interaction.
         exporters=[
@@ -268,7 +293,7 @@ def build_agent(
         ProbeScorer(
             settings.probes,
             build_judge(settings, telemetry.judge, redis),
-            settings.metrics,
+            metrics.metrics,
             criteria=settings.criteria,
         ),
         exporters=[probe_results],
@@ -337,4 +362,12 @@ def build_agent(
     )
 
 
-__all__ = ["ConfigError", "build_agent", "check_settings", "kafka_connection", "load_checked_settings"]
+__all__ = [
+    "ConfigError",
+    "build_agent",
+    "check_settings",
+    "describe_metric_choice",
+    "kafka_connection",
+    "load_checked_settings",
+    "metric_choice",
+]

@@ -902,10 +902,14 @@ class Settings(BaseModel):
         "otlp-http",
         description="Where spans come from: otlp-http (embedded receiver) or kafka (consumer group).",
     )
-    metrics: tuple[str, ...] = Field(
-        ("context_precision", "context_relevancy", "faithfulness", "answer_relevancy"),
+    # None: the judge's default, chosen by the composition root (agent/build.py, metric_choice) from
+    # what the judge measures well (agent/judges/standing.py); read it through metric_choice.
+    metrics: tuple[str, ...] | None = Field(
+        None,
         min_length=1,
-        description="Metrics scored on sampled interactions (the reference-free set by default).",
+        description="Metrics scored on sampled interactions; unset: the reference-free metrics the "
+        "judge measures better than chance (lexical, embedding: all but answer_relevancy; an LLM "
+        "judge: all four). `ragpulse validate-config` shows the set and why.",
     )
     criteria: tuple[Criterion, ...] = Field(
         (),
@@ -960,9 +964,9 @@ class Settings(BaseModel):
 
     @field_validator("metrics")
     @classmethod
-    def _metric_names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+    def _metric_names(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
         # Which names exist is checked by agent/build.py; here only that each is a bare name.
-        scoped = [name for name in value if "/" in name]
+        scoped = [name for name in value or () if "/" in name]
         if scoped:
             raise ValueError(
                 f"{scoped} name a service; metrics are scored for every service, so give bare metric "
@@ -1054,7 +1058,10 @@ def _flat_names() -> dict[str, _FlatName]:
 
 
 _FLAT = _flat_names()
-_LIST_FIELDS = {name for name, f in _FLAT.items() if f.field.annotation == tuple[str, ...]}
+# Lists, also where unset means "the default of something else" (metrics: the judge's).
+_LIST_FIELDS = {
+    name for name, f in _FLAT.items() if f.field.annotation in (tuple[str, ...], tuple[str, ...] | None)
+}
 
 
 def setting_names() -> Iterator[str]:

@@ -116,7 +116,11 @@ def _prepare(
         warnings.warn(f"item {row.line} skipped: {row.reason}", stacklevel=3)
     if not loaded:
         raise ValueError("no usable item to evaluate")
-    return loaded, bad, choose_metrics(loaded, metrics, k, settings.criteria)
+    choice = choose_metrics(loaded, metrics, k, settings.judge.model, criteria=settings.criteria)
+    if choice.off:  # as `ragpulse eval` says it on stderr
+        off = ", ".join(s.metric for s in choice.off)
+        warnings.warn(f"{choice.why()}; to score {off}: metrics={list(choice.every)}", stacklevel=3)
+    return loaded, bad, list(choice.metrics)
 
 
 async def _evaluate(
@@ -159,7 +163,9 @@ def evaluate(
             column names accepted), or `EvalItem`s. A dict that cannot be used is skipped with a
             warning and listed in `results.bad`, as the command lists a bad line.
         judge: the judge model (`lexical`, `embedding`, or a litellm model); default: the settings'.
-        metrics: only these metrics (default: every metric whose inputs some item carries).
+        metrics: only these metrics (default: every metric whose inputs some item carries, less
+            those the judge measures no better than chance, named in a warning: answer_relevancy
+            with the local judges; docs/judges.md).
         k: the cut-off of the rank metrics.
         config: a YAML settings file, as `--config`; `RAGPULSE_*` variables apply either way.
         settings: settings already loaded (instead of `judge` and `config`).

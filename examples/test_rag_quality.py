@@ -37,4 +37,6 @@ def test_answers_are_grounded_in_the_retrieved_context(results: EvalResults) -> 
 
 
 def test_answers_address_the_question(results: EvalResults) -> None:
+    if "answer_relevancy" not in results.metrics:  # left out by the judge's default (docs/judges.md)
+        pytest.skip("the local judges measure answer relevancy at chance: set RAGPULSE_JUDGE_MODEL to an LLM")
     assert_quality(results, answer_relevancy=0.5)

@@ -132,10 +132,18 @@ def main(args: argparse.Namespace, settings: Settings) -> int:
         wanted = [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics else None
         if wanted:  # a gated metric is scored even when --metrics leaves it out
             wanted += [m for m in gate.metrics if m not in wanted]
-        metrics = choose_metrics([i for items, _ in loaded for i in items], wanted, args.k, settings.criteria)
+        items = [i for items, _ in loaded for i in items]
+        choice = choose_metrics(
+            items, wanted, args.k, settings.judge.model, keep=gate.metrics, criteria=settings.criteria
+        )
+        metrics = list(choice.metrics)
     except ValueError as exc:  # UnknownMetric: one line with a suggestion
         print(f"ragpulse eval: --metrics: {exc}", file=sys.stderr)
         return USAGE
+    if choice.off or choice.doubtful:  # as the agent does: a metric left out, or one that says little
+        hint = f"; to score {', '.join(s.metric for s in choice.off)}: --metrics {','.join(choice.every)}"
+        # Said like the progress lines: "ragpulse eval:" starts the lines of errors and the gate.
+        print(f"{choice.why()}{hint if choice.off else ''}", file=sys.stderr)
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     try:

@@ -122,7 +122,7 @@ def run_demo(settings: Settings, *, duration: float | None, regress_after: float
     scores, not seconds, and see the same story)."""
     from rich.console import Console
 
-    from agent.build import build_agent
+    from agent.build import build_agent, describe_metric_choice, metric_choice
 
     settings = demo_settings(settings)
     console = Console(soft_wrap=True)
@@ -144,7 +144,9 @@ def run_demo(settings: Settings, *, duration: float | None, regress_after: float
     demo_telemetry = DemoTelemetry(registry)
     recorder = Scoreboard(started, time_scale=time_scale)
     agent = build_agent(settings, registry, observers=[recorder])
+    choice = metric_choice(settings)
     state = DemoState(registry, recorder, schedule, duration, settings.judge.model,
+                      choice.metrics, describe_metric_choice(choice),
                       baseline_size=settings.drift.baseline_size, window=settings.drift.window,
                       default_regression=regress_given is None)  # fmt: skip
 
@@ -278,6 +280,8 @@ def demo_data(state: DemoState) -> dict[str, Any]:
     times, series = state.recorder.timeline()
     return {
         "judge": state.judge,
+        "metrics": list(state.metrics),
+        "metrics_note": state.metrics_note,
         "duration": state.duration,
         "time_scale": state.recorder.time_scale,
         "first_score_seconds": state.recorder.first_score_at,

@@ -16,6 +16,9 @@ class DemoState(Watch):
     schedule: Schedule
     duration: float | None
     judge: str
+    # The metrics scored and why (the judge's default leaves out what it measures at chance).
+    metrics: tuple[str, ...] = ()
+    metrics_note: str = ""
     phase: Phase = Phase.HEALTHY
     phase_started: dict[int, float] = field(default_factory=dict)
     baseline_size: int = 150  # scores per series a drift detector learns its baseline from

@@ -65,8 +65,10 @@ def check_threshold(summary: MetricSummary | None, threshold: Threshold) -> Gate
     name, minimum = threshold.metric, threshold.minimum
     if summary is None:
         return GateCheck(
-            name, False, f"{name}: not scored (no item carries its inputs); threshold {minimum:.3f} not met"
-        )
+            name, False,
+            f"{name}: not scored (no item carries its inputs, or it is not among the metrics scored); "
+            f"threshold {minimum:.3f} not met",
+        )  # fmt: skip
     if summary.mean is None:
         total = summary.count + summary.undefined
         errors = f", {summary.errors} of them judge errors" if summary.errors else ""

@@ -15,7 +15,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agent.judges import standing
 from agent.judges.base import Judge
+from agent.judges.standing import MetricChoice
 from agent.model import Criterion
 from agent.offline.evaluate import ItemResult, OfflineEvaluator, all_metric_names, available_metrics
 from agent.offline.records import BadRow, EvalItem
@@ -48,15 +50,22 @@ def check_metric_names(
 
 
 def choose_metrics(
-    items: Sequence[EvalItem], wanted: Sequence[str] | None, k: int, criteria: Sequence[Criterion] = ()
-) -> list[str]:
+    items: Sequence[EvalItem],
+    wanted: Sequence[str] | None,
+    k: int,
+    judge_model: str = "",
+    keep: Sequence[str] = (),
+    criteria: Sequence[Criterion] = (),
+) -> MetricChoice:
     """The metrics to score: `wanted` (checked, those no item has inputs for left out unless
-    none is left), or every metric whose inputs some item carries (custom `criteria` included)."""
+    none is left), or every metric whose inputs some item carries (custom `criteria` included)
+    less those the judge `judge_model` measures at chance or worse (the agent's rule,
+    agent/judges/standing.py), save those in `keep` (a gate names them)."""
     available = available_metrics(items, k, criteria)
     if not wanted:
-        return available
+        return standing.choose_metrics(judge_model, None, available, keep)
     check_metric_names(wanted, k, criteria=criteria)
-    return [m for m in wanted if m in available] or list(wanted)
+    return standing.choose_metrics(judge_model, [m for m in wanted if m in available] or list(wanted), ())
 
 
 @dataclass(frozen=True)

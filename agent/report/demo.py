@@ -50,6 +50,8 @@ def demo_page(data: Mapping[str, Any], summary: str) -> str:
     else:
         body = '<p class="callout">The drift detector did not fire.</p>'
     page.section("Drift detected", body, section_id="detections")
+    if data.get("metrics_note"):  # which metrics were scored, and those the judge's default left out
+        page.section("Metrics scored", f"<p>{escape(data['metrics_note'])}</p>", section_id="metrics")
     phases = [(escape(label), fmt(at, 1)) for label, at in data["phases"].items()]
     page.section(
         "Traffic phases",

@@ -18,28 +18,21 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.stats import rankdata
 
+# The plain verdict on an AUROC interval ("useful", "weak", "at chance", "worse than chance"), which
+# `calibrate` prints; the judges' declarations (agent/judges/standing.py) rate themselves by it.
+from agent.judges.standing import AT_CHANCE as AT_CHANCE
+from agent.judges.standing import INVERTED as INVERTED
+from agent.judges.standing import UNKNOWN as UNKNOWN
+from agent.judges.standing import USEFUL as USEFUL
+from agent.judges.standing import USEFUL_AUROC as USEFUL_AUROC
+from agent.judges.standing import WEAK as WEAK
+from agent.judges.standing import auroc_verdict as auroc_verdict
+
 Array = NDArray[np.float64]
 Values = Sequence[float] | NDArray[Any]  # labels, scores or 0/1 verdicts
 
 # The verdict thresholds documented in docs/judges.md: "good" at or above.
 DEFAULT_THRESHOLDS = {"faithfulness": 1.0, "context_relevancy": 1e-9, "answer_relevancy": 0.5}
-
-# The plain verdict on a judge's AUROC interval (docs/trust.md): "useful" when even its low end
-# reaches USEFUL_AUROC, "weak" when it is above chance but not that far, "at chance" when it
-# contains 0.5, "worse than chance" when it lies below.
-USEFUL_AUROC = 0.7
-AT_CHANCE, WEAK, USEFUL, INVERTED, UNKNOWN = "at chance", "weak", "useful", "worse than chance", "unknown"
-
-
-def auroc_verdict(low: float | None, high: float | None) -> str:
-    """The plain verdict on an AUROC interval (UNKNOWN without one: a single label class)."""
-    if low is None or high is None:
-        return UNKNOWN
-    if high < 0.5:
-        return INVERTED
-    if low <= 0.5:
-        return AT_CHANCE
-    return USEFUL if low >= USEFUL_AUROC else WEAK
 
 
 def plain(value: float) -> str:

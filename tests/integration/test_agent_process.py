@@ -192,21 +192,38 @@ def test_unsupported_content_type_is_415(agent: AgentProcess) -> None:
     assert "application/x-protobuf" in status_pb2.Status.FromString(reply).message
 
 
-def test_embedded_default_scores_the_four_reference_free_metrics() -> None:
+def test_embedded_default_scores_the_lexical_judges_default_and_says_why_once() -> None:
     agent = AgentProcess()
     try:
         agent.wait_ready()
         export_interactions(agent)
-        metrics = ("context_precision", "context_relevancy", "faithfulness", "answer_relevancy")
-        scrape = agent.wait_for(lambda s: s.total("ragpulse_evaluations_total") == 12)
+        # The lexical judge measures answer relevancy at chance (docs/judges.md): off by default.
+        metrics = ("context_precision", "context_relevancy", "faithfulness")
+        scrape = agent.wait_for(lambda s: s.total("ragpulse_evaluations_total") == 9)
         for metric in metrics:
             labels = {"service": "rag-app", "route": "rag.query", "metric": metric}
             assert scrape.value("ragpulse_evaluations_total", outcome="ok", **labels) == 3, metric
             mean = scrape.value("ragpulse_score_sum", **labels) / 3
             assert 0.0 <= mean <= 1.0
-        # The four metrics' chunk and claim questions are one combined question: one judge call
-        # per interaction (agent/judges/base.py, assess_interaction).
+        assert scrape.total("ragpulse_score_count", metric="answer_relevancy") == 0
+        # The metrics' chunk and claim questions are one combined question: one judge call per
+        # interaction (agent/judges/base.py, assess_interaction).
         assert scrape.value("ragpulse_judge_requests_total", model="lexical", outcome="ok") == 3
+        said = [line for line in agent.log().splitlines() if "answer_relevancy is off" in line]
+        assert len(said) == 1 and " INFO agent.build: " in said[0], agent.log()
+    finally:
+        agent.kill()
+    # What the line says to set turns the metric on: all four are scored, with one warning.
+    told = said[0].rsplit("RAGPULSE_METRICS=", 1)[1].split(" ")[0]
+    agent = AgentProcess(env={"RAGPULSE_METRICS": told})
+    try:
+        agent.wait_ready()
+        export_interactions(agent)
+        scrape = agent.wait_for(lambda s: s.total("ragpulse_evaluations_total") == 12)
+        labels = {"service": "rag-app", "route": "rag.query", "metric": "answer_relevancy"}
+        assert scrape.value("ragpulse_evaluations_total", outcome="ok", **labels) == 3
+        warned = [line for line in agent.log().splitlines() if "answer_relevancy says little" in line]
+        assert len(warned) == 1 and " WARNING agent.build: " in warned[0], agent.log()
     finally:
         agent.kill()
 

@@ -93,7 +93,13 @@ def test_demo_detects_the_injected_regression_and_nothing_before(tmp_path: Path)
     before = [v for t, v in zip(times, precision, strict=True) if v is not None and t < injected]
     after = [v for t, v in zip(times, precision, strict=True) if v is not None and t > injected + 4]
     assert sum(before) / len(before) - sum(after) / len(after) > 0.3
+    # The lexical judge's default set: answer relevancy (at chance) is neither scored nor charted,
+    # and the report and the start-up line say why.
+    assert data["metrics"] == ["context_precision", "context_relevancy", "faithfulness"]
+    assert "answer_relevancy" not in data["timeline"] and "answer_relevancy=" not in output
+    assert output.count("answer_relevancy is off: the lexical judge measures it at chance") == 1
     html = (out / "report.html").read_text()
+    assert 'id="metrics"' in html and "answer_relevancy is off" in html
     assert 'data-chart="timeline"' in html and "<svg" in html
     assert "<script" not in html and "stylesheet" not in html  # self-contained: nothing to fetch
     assert (out / "report.png").read_bytes().startswith(b"\x89PNG")

@@ -47,7 +47,9 @@ RULE_PARAMS = {
     "min_evaluations_1h": 100,
     "min_evaluations_baseline": 200,
 }
-METRICS = ("context_precision", "context_relevancy", "faithfulness", "answer_relevancy")
+# What the demo scores: the lexical judge's default, answer relevancy left out (at chance on real
+# labels, docs/judges.md).
+METRICS = ("context_precision", "context_relevancy", "faithfulness")
 EXPECTED_AFTER = {"RagpulseQualityDrift", "RagpulseQualityBelowBaseline", "RagpulseServiceQualityDegraded"}
 # May fire after the regression too: the broken retriever scores lower (the top-score signal
 # drifts, on every interaction, no judge), and once facts go missing answers leave their context
@@ -102,6 +104,7 @@ class DemoRun:
     panels: list[str] = field(default_factory=list)
     unfed_with_data: list[str] = field(default_factory=list)
     variables: list[str] = field(default_factory=list)
+    metric_values: list[str] = field(default_factory=list)  # what the dashboards' $metric offers
     checked: int = 0
     log: str = ""
 
@@ -153,6 +156,8 @@ def _check_dashboards(run: DemoRun) -> None:
                 status, body = http_get(f"{stack.prometheus.url}/api/v1/label/{label}/values?{query}")
                 if status != 200 or not json.loads(body)["data"]:
                     run.variables.append(f"{path.name}: ${variable['name']}: {body!r}")
+                elif variable["name"] == "metric":
+                    run.metric_values = sorted(json.loads(body)["data"])
 
 
 def _labels(alert: dict[str, Any]) -> tuple[str, str, str]:
@@ -247,14 +252,23 @@ def test_the_regression_fires_the_drift_and_baseline_alerts_and_nothing_else(dem
     # Irrelevant chunks ranked first: context precision of every route falls to about a quarter.
     routes = {(s, r) for s, r, m in below if m == "context_precision"}
     assert len(routes) == 4, below
-    # Then facts go missing: faithfulness falls to 0 (answer relevancy never moves).
+    # Then facts go missing: faithfulness falls to 0.
     assert any(m == "faithfulness" for _, _, m in below), below
-    assert not any(m == "answer_relevancy" for _, _, m in below), below
+    # Answer relevancy is not scored with the lexical judge's default: no series, no alert.
+    assert not any(m == "answer_relevancy" for alerts in demo.seen_after.values() for _, _, m in alerts)
     # One page per service, however many of its routes and metrics alert (docs/runbooks.md).
     series = demo.seen_after["RagpulseQualityDrift"] | below
     pages = demo.seen_after["RagpulseServiceQualityDegraded"]
     assert {service for service, _, _ in pages} == {service for service, _, _ in series}
     assert len(pages) < len(series), (pages, series)
+
+
+def test_the_demo_scores_the_judges_default_set_and_says_why_once(demo: DemoRun) -> None:
+    # The dashboards offer the metrics scored, and only those; the start-up line says what is off.
+    assert demo.metric_values == sorted(METRICS), demo.metric_values
+    lines = [line for line in demo.log.splitlines() if "answer_relevancy is off" in line]
+    assert len(lines) == 1, demo.log[-3000:]
+    assert "at chance (AUROC 0.469" in lines[0] and "RAGPULSE_METRICS=" in lines[0]
 
 
 def test_every_dashboard_panel_the_demo_feeds_returns_series(demo: DemoRun) -> None:

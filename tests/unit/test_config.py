@@ -16,7 +16,8 @@ def test_embedded_defaults() -> None:
     assert settings.server.address == ("127.0.0.1", 9464)
     assert settings.judge.model == "lexical" and settings.judge.is_local
     assert settings.redis.url is None
-    assert settings.metrics == ("context_precision", "context_relevancy", "faithfulness", "answer_relevancy")
+    # Unset: the judge's default set (tests/unit/test_default_metrics.py).
+    assert settings.metrics is None
 
 
 def test_precedence_is_flags_over_env_over_file(tmp_path: Path) -> None:

@@ -113,6 +113,23 @@ def test_views_render_state() -> None:
     assert sparkline([0.0, 0.5, 1.0, None]) == "▁▅█ "
 
 
+def test_the_report_says_which_metrics_were_scored_and_why() -> None:
+    from agent.build import describe_metric_choice, metric_choice
+    from agent.config import Settings
+    from agent.report.demo import demo_page
+
+    choice = metric_choice(Settings())  # the lexical judge's default
+    state = DemoState(CollectorRegistry(), Scoreboard(time.monotonic()), Schedule(30.0), 60.0, "lexical",
+                      choice.metrics, describe_metric_choice(choice))  # fmt: skip
+    data = demo_data(state)
+    assert data["metrics"] == ["context_precision", "context_relevancy", "faithfulness"]
+    page = demo_page(data, "summary")
+    assert 'id="metrics"' in page
+    assert "answer_relevancy is off: the lexical judge measures it at chance (AUROC 0.469" in page.replace(
+        "&#x27;", "'"
+    )
+
+
 class _Sent:
     """The emitter's part that `generate` uses: what it was given."""
 
