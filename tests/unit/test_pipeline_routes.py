@@ -218,7 +218,6 @@ def test_build_agent_lists_its_components_in_start_order() -> None:
     assert [type(o).__name__ for o in plain.pipeline._routes["probes"].observers] == ["ProbeResults"]
 
 
-
 # What the agent calls on each component of its ordered lists (agent/infra/lifecycle.py), and on
 # its source (agent/sources/base.py: started with the intake, stopped before the pipeline drains).
 LIFECYCLE_CALLS = {"start": (), "flush": (), "shutdown": (1.0,)}

@@ -20,7 +20,17 @@ from agent.otlp.assemble import (
     SELF,
 )
 from agent.series_budget import OVERFLOW
-from tests.support.otlp import CONVENTIONS, Clock, Recorder, assembler, decoded, otlp_json, protobuf, set_all, total
+from tests.support.otlp import (
+    CONVENTIONS,
+    Clock,
+    Recorder,
+    assembler,
+    decoded,
+    otlp_json,
+    protobuf,
+    set_all,
+    total,
+)
 from tests.support.spans import DOCS, QUERY, RESPONSE, hexid, openinference_single_span, rag_trace
 
 
@@ -378,7 +388,6 @@ def test_a_chain_without_a_retriever_is_no_interaction() -> None:
             set_all(llm, {"openinference.span.kind": "LLM", "output.value": RESPONSE})
     out = assembler().add(decoded(recorder.spans()))
     assert out.interactions == []
-
 
 
 def test_build_makes_the_assembler_its_settings_section_describes() -> None:
