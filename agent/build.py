@@ -41,7 +41,7 @@ from agent.judges.standing import MetricChoice, choose_metrics
 from agent.metrics import METRICS, STREAMING_METRICS, builtin_metric_name
 from agent.metrics.base import Metric
 from agent.metrics.criteria import CriterionMetric
-from agent.otlp.assemble import Labeller, TraceAssembler
+from agent.otlp import assemble
 from agent.otlp.conventions import Convention
 from agent.otlp.conventions.genai import GenAI
 from agent.otlp.conventions.manual import Manual
@@ -304,21 +304,14 @@ def build_agent(
         settings.series.max_routes,
         on_overflow=lambda kind: telemetry.assembly.label_overflows.labels(kind).inc(),
     )
-    assembly = settings.assembly
     owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"  # names this replica's leases
     deliver = delivery.build(
         settings.idempotency, owner, telemetry.evaluation, redis=redis,
         max_deferrals=settings.judge.defer_max_attempts,
     )  # fmt: skip
     pipeline = Pipeline(
-        TraceAssembler(
-            build_conventions(settings),
-            Labeller(assembly.route_attributes, series_budget),
-            wait_seconds=assembly.wait_seconds,
-            max_traces=assembly.max_traces,
-            max_spans_per_trace=assembly.max_spans_per_trace,
-            max_chunk_bytes=assembly.max_chunk_bytes,
-            capture=sampler.rule_attributes,
+        assemble.build(
+            settings.assembly, build_conventions(settings), series_budget, capture=sampler.rule_attributes
         ),
         {"production": production, "probes": probes},
         # A probe is always scored and kept out of the production series and sampling.
@@ -326,7 +319,7 @@ def build_agent(
         deliver,
         telemetry.pipeline,
         settings.pipeline,
-        assembly_wait_seconds=assembly.wait_seconds,
+        assembly_wait_seconds=settings.assembly.wait_seconds,
         dependencies=dependencies,
     )
     source = build_source(settings, telemetry, dependencies)

@@ -323,6 +323,11 @@ class Pipeline:
         for component in reversed(self._components):
             await component.shutdown(timeout)
 
+    @property
+    def components(self) -> tuple[Lifecycle, ...]:
+        """The exporters and observers of every route (each once), then the leases: in start order."""
+        return self._components
+
     async def flush(self) -> None:
         for component in self._components:
             await component.flush()
@@ -361,6 +366,9 @@ class Agent:
             self._self_check_task = asyncio.create_task(self.self_check(), name="judge-self-check")
 
     async def flush(self) -> None:
+        """Hand on what every part holds: the source's input reaches the pipeline (and Kafka
+        commits what is finished), then the pipeline's and the other components' state is sent."""
+        await self.source.flush()
         await self.pipeline.flush()
         for component in self.components:
             await component.flush()

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from agent.config import AssemblySettings
 from agent.model import AttributeValue, Probe, RagInteraction, Span
 from agent.otlp import SELF_RESOURCE_ATTRIBUTE
 from agent.otlp.buffer import (
@@ -56,7 +57,7 @@ DUPLICATE = "duplicate"  # the same span id was already buffered (a redelivered 
 __all__ = [
     "DUPLICATE", "EVICTED", "INCOMPLETE", "MAX_CHUNK_BYTES", "MAX_SPANS_PER_TRACE", "MAX_TRACES",
     "NOT_RAG", "PIECE_OVERHEAD_BYTES", "SELF", "TRACE_MISSING", "Assembler", "Assembly", "Labeller",
-    "TraceAssembler",
+    "TraceAssembler", "build",
 ]  # fmt: skip
 
 
@@ -476,3 +477,24 @@ def _route(piece: Piece, ancestors: Sequence[Piece]) -> str:
         if candidate.route:
             return candidate.route
     return chain[-1].name
+
+
+def build(
+    section: AssemblySettings,
+    conventions: Sequence[Convention],
+    budget: Callable[[str, str], tuple[str, str]],
+    *,
+    capture: Sequence[str] = (),
+) -> TraceAssembler:
+    """The assembler of `section` (its route attributes, wait and buffer bounds), reading spans
+    through `conventions`, labelling through the series `budget` and carrying the span
+    attributes named in `capture` (the sampling keep rules') onto interactions."""
+    return TraceAssembler(
+        conventions,
+        Labeller(section.route_attributes, budget),
+        wait_seconds=section.wait_seconds,
+        max_traces=section.max_traces,
+        max_spans_per_trace=section.max_spans_per_trace,
+        max_chunk_bytes=section.max_chunk_bytes,
+        capture=capture,
+    )

@@ -52,12 +52,22 @@ class Intake(Protocol):
 
 
 class Source(Protocol):
+    """Where spans come from. The agent's lifecycle (agent/infra/lifecycle.py) with the intake
+    given at start, and `stop()` apart from `shutdown()`: intake stops first, and what the
+    pipeline finished is acknowledged only after it drained."""
+
     name: str
 
     async def start(self, intake: Intake) -> None: ...
 
     def ready(self) -> bool:
         """True once the source can receive (listening, connected)."""
+        ...
+
+    async def flush(self) -> None:
+        """Hand on what the source holds and keep running: input already received reaches the
+        intake (OTLP receivers: requests being decoded), and what the pipeline finished is
+        acknowledged (Kafka: finished offsets are committed)."""
         ...
 
     async def stop(self) -> None:

@@ -9,7 +9,7 @@ from agent.sources.base import Intake, Source
 
 
 class CompositeSource:
-    """Starts, stops and shuts down its sources together; ready when all of them are."""
+    """Starts, flushes, stops and shuts down its sources together; ready when all of them are."""
 
     def __init__(self, sources: Sequence[Source]) -> None:
         if not sources:
@@ -33,6 +33,9 @@ class CompositeSource:
 
     async def stop(self) -> None:
         await asyncio.gather(*(source.stop() for source in self.sources))
+
+    async def flush(self) -> None:
+        await asyncio.gather(*(source.flush() for source in self.sources))
 
     async def shutdown(self, timeout: float) -> None:
         await asyncio.gather(*(source.shutdown(timeout) for source in self.sources))

@@ -14,6 +14,8 @@ input over the same way:
 - a source that takes many inputs in one go (a Kafka poll of up to `max_poll_records` messages)
   gives the loop a turn whenever `LoopTurns.budget_seconds` of work has passed since the last one.
 
+A receiver's `flush()` waits, through `InFlight`, until every request it has read is handed over.
+
 A thread that decodes still competes with the loop for the interpreter lock (the loop gets it back
 every `sys.getswitchinterval()`, 5 ms); what the loop no longer does is wait for the whole decode.
 """
@@ -21,6 +23,7 @@ every `sys.getswitchinterval()`, 5 ms); what the loop no longer does is wait for
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Iterator
 
@@ -76,3 +79,34 @@ class LoopTurns:
         if time.perf_counter() - self._since >= self._budget:
             await asyncio.sleep(0)
             self._since = time.perf_counter()
+
+
+class InFlight:
+    """Requests a receiver has read and not yet handed to the pipeline (being decoded or sliced).
+
+    `drained()` returns once every request taken before it was called is handed over (a later
+    request does not hold it up): what a receiver's `flush()` waits for. A request's handling is
+    bounded (a decode, then slices), so this wait is too.
+    """
+
+    def __init__(self) -> None:
+        self._open: set[asyncio.Event] = set()
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    @contextlib.contextmanager
+    def request(self) -> Iterator[None]:
+        """Around one request's decode and hand-over (however it ends)."""
+        done = asyncio.Event()
+        self._open.add(done)
+        try:
+            yield
+        finally:
+            self._open.discard(done)
+            done.set()
+
+    async def drained(self) -> None:
+        pending = list(self._open)
+        if pending:
+            await asyncio.gather(*(done.wait() for done in pending))

@@ -143,6 +143,9 @@ class KafkaSource:
         self._last_lag = 0.0
         self._lag_partitions: set[TopicPartition] = set()
         self._pause_reason: str | None = None
+        # flush() callers waiting for the poll loop's next commit (the consumer is not thread
+        # safe: only the poll loop calls it).
+        self._flushes: list[asyncio.Future[None]] = []
         self._log = ThrottledLog(log, 30.0)
         # A consumer task that dies ends the process gracefully (SIGTERM: finished offsets are
         # committed) so that its supervisor restarts it; a replica that silently stops consuming
@@ -208,6 +211,28 @@ class KafkaSource:
         grace = self._config.session_timeout_ms / 1000.0
         return owned or time.monotonic() - self._unowned_since < grace
 
+    async def flush(self) -> None:
+        """Commit the finished offsets now, not at the next `commit_interval_seconds`: returns
+        once the poll loop has handed its current poll to the pipeline and committed (or failed
+        to: a failed commit is counted, and a failed poll commits nothing). Nothing to do before
+        the consumer is connected or once it stopped."""
+        task = self._task
+        if self._consumer is None or task is None or task.done() or self._stopping:
+            return
+        done = asyncio.get_running_loop().create_future()
+        self._flushes.append(done)
+        # The loop ending (stop, or a fatal error) releases the waiter as well.
+        await asyncio.wait({done, task}, return_when=asyncio.FIRST_COMPLETED)
+
+    def _take_flushes(self) -> list[asyncio.Future[None]]:
+        flushes, self._flushes = self._flushes, []
+        return flushes
+
+    def _flushed(self, flushes: list[asyncio.Future[None]]) -> None:
+        for done in flushes:
+            if not done.done():
+                done.set_result(None)
+
     async def stop(self) -> None:
         """Stop polling; what was already handed to the pipeline is still committed at shutdown."""
         self._stopping = True
@@ -239,9 +264,11 @@ class KafkaSource:
                 await self._step(consumer)
             except KafkaError as exc:
                 self._log.warning("poll", "kafka poll failed, retrying: %s", exc)
+                self._flushed(self._take_flushes())  # a flush does not wait for the broker
                 await asyncio.sleep(1.0)
             except Exception:  # stage boundary: log, and keep the consumer alive
                 log.exception("kafka source step failed; retrying in 1s")
+                self._flushed(self._take_flushes())
                 await asyncio.sleep(1.0)
 
     async def _step(self, consumer: KafkaConsumer) -> None:
@@ -259,9 +286,14 @@ class KafkaSource:
         del records
         self._apply_backpressure(consumer)
         now = time.monotonic()
-        if now - self._last_commit >= self._config.commit_interval_seconds:
-            self._last_commit = now
-            await self._commit(consumer)
+        # Waiters of flush() so far: their commit starts now (a later one waits for the next).
+        flushes = self._take_flushes()
+        try:
+            if flushes or now - self._last_commit >= self._config.commit_interval_seconds:
+                self._last_commit = now
+                await self._commit(consumer)
+        finally:
+            self._flushed(flushes)
         if now - self._last_lag >= _LAG_INTERVAL_SECONDS:
             self._last_lag = now
             await self._export_lag(consumer)

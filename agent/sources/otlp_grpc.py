@@ -43,7 +43,7 @@ from agent.otlp.decode import UndecodableError, decode_request
 from agent.otlp.logs import decode_logs
 from agent.sources import refusals
 from agent.sources.base import Intake
-from agent.sources.handover import ACCEPT_SLICE_SPANS, DECODE_INLINE_BYTES, slices
+from agent.sources.handover import ACCEPT_SLICE_SPANS, DECODE_INLINE_BYTES, InFlight, slices
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +130,7 @@ class OtlpGrpcSource:
         self._server: grpc.aio.Server | None = None
         self._decoder: ThreadPoolExecutor | None = None
         self._intake: Intake | None = None
+        self._in_flight = InFlight()  # requests received, not yet handed to the pipeline
         self.bound_port: int | None = None
 
     async def start(self, intake: Intake) -> None:
@@ -181,6 +182,11 @@ class OtlpGrpcSource:
         if decoder is not None:
             decoder.shutdown(wait=False)
 
+    async def flush(self) -> None:
+        """Hand every request already received to the pipeline (those being decoded or sliced
+        now); the receiver keeps accepting requests."""
+        await self._in_flight.drained()
+
     async def shutdown(self, timeout: float) -> None:
         await self.stop()
 
@@ -194,17 +200,18 @@ class OtlpGrpcSource:
         intake = self._intake
         assert intake is not None
         await self._admit(intake, body, context)
-        try:
-            decoded = decode_logs(body, "protobuf")
-        except UndecodableError as exc:
-            self._refuse(refusals.UNDECODABLE)
-            intake.dead_letter("undecodable", str(exc))
-            await context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                str(exc),
-                _status_details(code_pb2.INVALID_ARGUMENT, str(exc)),
-            )
-        intake.accept_logs(decoded, SOURCE)
+        with self._in_flight.request():
+            try:
+                decoded = decode_logs(body, "protobuf")
+            except UndecodableError as exc:
+                self._refuse(refusals.UNDECODABLE)
+                intake.dead_letter("undecodable", str(exc))
+                await context.abort(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    str(exc),
+                    _status_details(code_pb2.INVALID_ARGUMENT, str(exc)),
+                )
+            intake.accept_logs(decoded, SOURCE)
         return logs_service_pb2.ExportLogsServiceResponse()
 
     async def _admit(self, intake: Intake, body: bytes, context: grpc.aio.ServicerContext) -> None:
@@ -234,25 +241,26 @@ class OtlpGrpcSource:
         intake = self._intake
         assert intake is not None
         await self._admit(intake, body, context)
-        try:
-            if len(body) <= DECODE_INLINE_BYTES or self._decoder is None:
-                decoded = decode_request(body, "protobuf")
-            else:
-                loop = asyncio.get_running_loop()
-                decoded = await loop.run_in_executor(self._decoder, decode_request, body, "protobuf")
-        except (UndecodableError, ValueError) as exc:  # a decode bug must not become UNKNOWN
-            self._refuse(refusals.UNDECODABLE)
-            intake.dead_letter("undecodable", str(exc))
-            await context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                str(exc),
-                _status_details(code_pb2.INVALID_ARGUMENT, str(exc)),
-            )
-        del body
-        for part in slices(decoded, ACCEPT_SLICE_SPANS):
-            if part is not decoded:
-                await asyncio.sleep(0)  # let health checks and other requests in between slices
-            intake.accept(part, SOURCE)
+        with self._in_flight.request():
+            try:
+                if len(body) <= DECODE_INLINE_BYTES or self._decoder is None:
+                    decoded = decode_request(body, "protobuf")
+                else:
+                    loop = asyncio.get_running_loop()
+                    decoded = await loop.run_in_executor(self._decoder, decode_request, body, "protobuf")
+            except (UndecodableError, ValueError) as exc:  # a decode bug must not become UNKNOWN
+                self._refuse(refusals.UNDECODABLE)
+                intake.dead_letter("undecodable", str(exc))
+                await context.abort(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    str(exc),
+                    _status_details(code_pb2.INVALID_ARGUMENT, str(exc)),
+                )
+            del body
+            for part in slices(decoded, ACCEPT_SLICE_SPANS):
+                if part is not decoded:
+                    await asyncio.sleep(0)  # let health checks and other requests in between slices
+                intake.accept(part, SOURCE)
         reply = trace_service_pb2.ExportTraceServiceResponse()
         if decoded.rejected:
             reply.partial_success.rejected_spans = len(decoded.rejected)

@@ -45,7 +45,7 @@ from agent.otlp.decode import DecodedRequest, Encoding, UndecodableError, decode
 from agent.otlp.logs import DecodedLogs, decode_logs
 from agent.sources import refusals
 from agent.sources.base import Intake, Source
-from agent.sources.handover import ACCEPT_SLICE_SPANS, DECODE_INLINE_BYTES, slices
+from agent.sources.handover import ACCEPT_SLICE_SPANS, DECODE_INLINE_BYTES, InFlight, slices
 from agent.sources.refusals import RateLimitFilter, Refusals
 from agent.telemetry import IntakeTelemetry
 
@@ -183,6 +183,7 @@ class OtlpHttpSource:
         self._runner: web.AppRunner | None = None
         self._intake: Intake | None = None
         self._decoder: ThreadPoolExecutor | None = None
+        self._in_flight = InFlight()  # bodies read, not yet handed to the pipeline
         self.bound_port: int | None = None
 
     async def start(self, intake: Intake) -> None:
@@ -227,6 +228,11 @@ class OtlpHttpSource:
         decoder, self._decoder = self._decoder, None
         if decoder is not None:
             decoder.shutdown(wait=False, cancel_futures=True)
+
+    async def flush(self) -> None:
+        """Hand every request body already read to the pipeline (those being decoded or sliced
+        now); the receiver keeps accepting requests."""
+        await self._in_flight.drained()
 
     async def shutdown(self, timeout: float) -> None:
         await self.stop()
@@ -309,13 +315,14 @@ class OtlpHttpSource:
         work = functools.partial(
             _inflate_and_decode_logs, body, content_encoding, encoding, self._max_body_bytes
         )
-        try:
-            decoded = await self._decode(work, len(body), content_encoding == "identity")
-        except _TooLarge:
-            return self._too_large(encoding)
-        except UndecodableError as exc:
-            return self._undecodable(str(exc), encoding)
-        intake.accept_logs(decoded, SOURCE)
+        with self._in_flight.request():
+            try:
+                decoded = await self._decode(work, len(body), content_encoding == "identity")
+            except _TooLarge:
+                return self._too_large(encoding)
+            except UndecodableError as exc:
+                return self._undecodable(str(exc), encoding)
+            intake.accept_logs(decoded, SOURCE)
         reply = ExportLogsServiceResponse()
         return web.Response(body=_encode(reply, encoding), content_type=_content_type(encoding))
 
@@ -327,17 +334,18 @@ class OtlpHttpSource:
         intake = self._intake
         assert intake is not None
         work = functools.partial(_inflate_and_decode, body, content_encoding, encoding, self._max_body_bytes)
-        try:
-            decoded: DecodedRequest = await self._decode(work, len(body), content_encoding == "identity")
-        except _TooLarge:
-            return self._too_large(encoding)
-        except UndecodableError as exc:
-            return self._undecodable(str(exc), encoding)
-        del body, work
-        for part in slices(decoded, ACCEPT_SLICE_SPANS):
-            if part is not decoded:
-                await asyncio.sleep(0)  # let health checks and other requests in between slices
-            intake.accept(part, SOURCE)
+        with self._in_flight.request():
+            try:
+                decoded: DecodedRequest = await self._decode(work, len(body), content_encoding == "identity")
+            except _TooLarge:
+                return self._too_large(encoding)
+            except UndecodableError as exc:
+                return self._undecodable(str(exc), encoding)
+            del body, work
+            for part in slices(decoded, ACCEPT_SLICE_SPANS):
+                if part is not decoded:
+                    await asyncio.sleep(0)  # let health checks and other requests in between slices
+                intake.accept(part, SOURCE)
 
         reply = ExportTraceServiceResponse()
         if decoded.rejected:

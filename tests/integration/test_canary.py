@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.cli import Finished, ragpulse_in_process
 from tests.support.llm_server import FakeLLMServer
 from tests.support.net import Scrape, free_port, scrape
 from tests.support.probing import CANARY_ITEMS, Canary, canary_command
@@ -185,14 +186,20 @@ def test_sigterm_ends_the_scheduled_canary_with_a_run_under_way_abandoned(tmp_pa
     assert out.count("canary faithfulness: mean") == len(pushed), out + err
 
 
-def test_a_changed_frozen_set_is_refused_not_blamed_on_the_judge(tmp_path: Path) -> None:
+def test_a_changed_frozen_set_is_refused_not_blamed_on_the_judge(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The state file keeps a fingerprint of the items and labels the accepted run was measured
     on: after an edit the canary judges nothing and says how to accept the new set (exit 4),
     instead of reporting that the judge moved (exit 3)."""
     state_file = tmp_path / "canary-state.json"
     with FakeLLMServer() as server:
-        argv, env = canary_command(tmp_path, server)
-        first = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        argv, env = canary_command(tmp_path, server)  # the files are edited below: written once
+
+        def canary(*extra: str) -> Finished:  # in-process: six runs
+            return ragpulse_in_process([*argv[3:], *extra], env, monkeypatch, capsys)
+
+        first = canary()
         assert first.returncode == 0, first.stdout + first.stderr
         assert f"canary: first run, accepted as the reference ({len(CANARY_ITEMS)} items" in first.stdout
         assert f"state in {state_file}" in first.stdout
@@ -202,7 +209,7 @@ def test_a_changed_frozen_set_is_refused_not_blamed_on_the_judge(tmp_path: Path)
         # The same set in another order is the same set.
         items = tmp_path / "canary.jsonl"
         items.write_text("".join(reversed(items.read_text().splitlines(keepends=True))))
-        again = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        again = canary()
         assert again.returncode == 0, again.stdout + again.stderr
         assert "accepted as the reference" not in again.stdout
 
@@ -211,7 +218,7 @@ def test_a_changed_frozen_set_is_refused_not_blamed_on_the_judge(tmp_path: Path)
         rows[0]["response"] = rows[0]["response"] + " It is also open on Sundays."
         items.write_text("".join(json.dumps(row) + "\n" for row in rows))
         calls = server.stats.calls
-        changed = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        changed = canary()
         assert changed.returncode == 4, changed.stdout + changed.stderr
         assert server.stats.calls == calls
         assert "the frozen set changed" in changed.stdout and "accept it with --accept" in changed.stdout
@@ -223,26 +230,27 @@ def test_a_changed_frozen_set_is_refused_not_blamed_on_the_judge(tmp_path: Path)
         label_rows = [json.loads(line) for line in labels.read_text().splitlines()]
         label_rows[0]["label"] = 1 - label_rows[0]["label"]
         labels.write_text("".join(json.dumps(row) + "\n" for row in label_rows))
-        changed = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        changed = canary()
         assert changed.returncode == 4, changed.stdout + changed.stderr
 
-        accept = subprocess.run([*argv, "--accept"], cwd=ROOT, env=env, capture_output=True, text=True,
-                                timeout=120)  # fmt: skip
+        accept = canary("--accept")
         assert accept.returncode == 0, accept.stdout + accept.stderr
         assert (
             "canary: accepted as the reference" in accept.stdout and f"state in {state_file}" in accept.stdout
         )
         new = json.loads(state_file.read_text())["accepted_fingerprint"]
         assert new != accepted
-        after = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        after = canary()
         assert after.returncode == 0, after.stdout + after.stderr
 
 
-def test_a_canary_whose_judge_cannot_work_stops_before_judging(tmp_path: Path) -> None:
+def test_a_canary_whose_judge_cannot_work_stops_before_judging(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     with FakeLLMServer() as server:
         server.fail_always("401")
         argv, env = canary_command(tmp_path, server, env={"RAGPULSE_JUDGE_SELF_CHECK": "true"})
-        run = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        run = ragpulse_in_process(argv[3:], env, monkeypatch, capsys)
         calls = server.stats.calls
     assert run.returncode == 5, run.stdout + run.stderr
     assert calls == 1

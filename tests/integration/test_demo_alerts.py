@@ -1,8 +1,10 @@
 """`ragpulse demo` watched as an operator would: a real Prometheus scrapes it every second and
 evaluates the generated rules (recording rules included), with every `for:` shortened to 2s and
-the baseline rule's windows shortened to the demo's length (16 demo seconds against the 10m before).
-The demo runs its clock twice as fast as the wall clock (`--time-scale 2`): its 100 seconds of
-traffic take 50 s; Prometheus' windows and `for:` are wall-clock ones.
+the baseline rule's windows shortened to the demo's length (8 s against the 10m before). The demo
+runs its clock four times as fast as the wall clock (`--time-scale 4`, 20 interactions per demo
+second): its 144 seconds of traffic take 36 s at most; once every alert it should raise has been
+seen and the dashboards checked (about 31 s in), the test ends it as a user would, with Ctrl-C.
+Prometheus' windows and `for:` are wall-clock ones.
 
 With the defaults (local lexical judge, no absolute threshold) no alert is pending or firing while
 the traffic is healthy, and the drift and baseline alerts fire after the injected regression; and
@@ -15,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -32,20 +35,21 @@ from tests.support.repo import ROOT, load_module
 _missing = missing_binaries(PROMETHEUS, ALERTMANAGER)
 pytestmark = [pytest.mark.integration, pytest.mark.skipif(_missing is not None, reason=_missing or "")]
 
-# Demo seconds of traffic; "missing facts" start at 80. The drift detectors count scores, so the
-# faster clock shows them the same story; WALL is the run's length in wall-clock seconds. 80
-# interactions per wall second: what a busy 2-core machine keeps up with beside the other tests.
-DURATION, REGRESS_AFTER, TIME_SCALE = 100, 60, 2
+# Demo seconds: healthy traffic for 80 (20 wall seconds), "irrelevant chunks first" until 112,
+# then "missing facts". The drift detectors count scores, so the faster clock shows them the same
+# story; WALL is the run's length in wall-clock seconds. 80 interactions per wall second (20 per
+# route): what a busy 2-core machine keeps up with beside the other tests. The alerts of the
+# first step fire about 6 s after it, the faithfulness one is pending about 3 s into the second.
+DURATION, REGRESS_AFTER, TIME_SCALE, RATE = 144, 80, 4, 20
 WALL = DURATION / TIME_SCALE
-# The baseline rule with the demo's clock: the last 16 demo seconds, 8 wall ones (about 160 scores
-# per route and metric at 40/s over 4 routes) against the 10 minutes before them (every earlier
-# second of the demo: 200 scores per series in them from about 38 demo seconds on, so the rule
-# watches the last 22 demo seconds of healthy traffic).
+# The baseline rule in wall seconds: the last 8 s (about 160 scores per route and metric) against
+# the 10 minutes before them (every earlier second of the demo: 120 scores per series in them from
+# about 14 s on, so the rule watches the last 6 s of healthy traffic).
 RULE_PARAMS = {
-    "baseline_recent": f"{16 // TIME_SCALE}s",
+    "baseline_recent": "8s",
     "baseline_history": "10m",
     "min_evaluations_1h": 100,
-    "min_evaluations_baseline": 200,
+    "min_evaluations_baseline": 120,
 }
 # What the demo scores: the lexical judge's default, answer relevancy left out (at chance on real
 # labels, docs/judges.md).
@@ -180,7 +184,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoRun]:
     log = log_path.open("wb")
     process = subprocess.Popen(
         [sys.executable, "-m", "agent", "demo", "--duration", str(DURATION),
-         "--regress-after", str(REGRESS_AFTER), "--time-scale", str(TIME_SCALE),
+         "--regress-after", str(REGRESS_AFTER), "--time-scale", str(TIME_SCALE), "--rate", str(RATE),
          "--out", str(workdir / "report")],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
@@ -224,6 +228,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoRun]:
         # The demo still runs (its traffic is in its last phase): its series are live.
         if process.poll() is None:
             _check_dashboards(run)
+            process.send_signal(signal.SIGINT)  # seen what it shows: Ctrl-C ends it early
         assert process.wait(timeout=WALL + 120) == 0, log_path.read_text()[-4000:]
         run.log = log_path.read_text()
         yield run

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -283,7 +284,7 @@ def test_a_malformed_results_endpoint_fails_fast_naming_the_setting() -> None:
 
 def test_every_command_reports_a_missing_file_without_a_traceback(tmp_path: Path) -> None:
     missing = str(tmp_path / "missing.jsonl")
-    for args in (
+    commands = [
         ("eval", missing),
         ("calibrate", missing),
         ("label-queue", missing, "--fraction", "0.1"),
@@ -291,8 +292,11 @@ def test_every_command_reports_a_missing_file_without_a_traceback(tmp_path: Path
         ("validate-config", "--config", missing),
         ("run", "--config", missing),
         ("demo", "--config", missing),
-    ):
-        run = run_cli(*args)
+    ]
+    # Separate processes, a few at a time: each mostly waits on its imports.
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        runs = list(pool.map(lambda args: run_cli(*args), commands))
+    for args, run in zip(commands, runs, strict=True):
         assert run.returncode == 2, (args, run.stderr)
         assert "Traceback" not in run.stderr, args
         assert run.stderr.startswith(f"ragpulse {args[0]}: "), (args, run.stderr)

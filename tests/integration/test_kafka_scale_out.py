@@ -49,6 +49,7 @@ def test_agent_killed_mid_stream_and_restarted_scores_every_interaction_once(
     done_before = scored_ids(consume_all(broker.bootstrap, results, expected=len(expected), timeout=3))
     assert 0 < len(done_before) < len(expected), "the kill must land mid-stream"
 
+    judge.latency = 0.0  # the kill landed: the rest of the stream need not be slow
     second = start_agent(broker, topic, results, group, redis, judge)
     try:
         values = wait_for_results(broker, results, len(expected), timeout=120)
@@ -73,8 +74,11 @@ def test_two_replicas_share_partitions_and_score_each_interaction_once(
 ) -> None:
     topic, results = broker.create_topic(partitions=4), broker.create_topic(partitions=1)
     group = f"pair-{uuid.uuid4().hex[:8]}"
-    replicas = [start_agent(broker, topic, results, group, redis, judge) for _ in range(2)]
+    # Started together (each imports the judge's client for seconds), then both awaited.
+    replicas = [start_agent(broker, topic, results, group, redis, judge, wait=False) for _ in range(2)]
     try:
+        for replica in replicas:
+            replica.wait_ready(timeout=60)
         # Both replicas own partitions before traffic starts.
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:

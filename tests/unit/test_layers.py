@@ -66,7 +66,7 @@ SECTION_OWNERS = {
     "SamplingSettings": ("agent.sampling",),
     "BudgetSettings": ("agent.budget",),
     "IdempotencySettings": ("agent.delivery",),
-    "AssemblySettings": (),
+    "AssemblySettings": ("agent.otlp.assemble",),
     "SeriesSettings": (),
     "PipelineSettings": ("agent.pipeline",),
     # One detector algorithm, kept by the judged scores' aggregator and by the signals.

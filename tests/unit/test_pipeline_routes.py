@@ -4,8 +4,10 @@ before every exporter reads them, and one lifecycle order for the agent's compon
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import Sequence
 
+import pytest
 from prometheus_client import CollectorRegistry
 
 from agent.config import PipelineSettings, load_settings
@@ -214,6 +216,62 @@ def test_build_agent_lists_its_components_in_start_order() -> None:
     production = plain.pipeline._routes["production"]
     assert [type(o).__name__ for o in production.observers] == ["Activity", "SignalRecorder"]
     assert [type(o).__name__ for o in plain.pipeline._routes["probes"].observers] == ["ProbeResults"]
+
+
+# What the agent calls on each component of its ordered lists (agent/infra/lifecycle.py), and on
+# its source (agent/sources/base.py: started with the intake, stopped before the pipeline drains).
+LIFECYCLE_CALLS = {"start": (), "flush": (), "shutdown": (1.0,)}
+SOURCE_CALLS = {"start": (object(),), "flush": (), "stop": (), "shutdown": (1.0,)}
+# Every optional part switched on that builds without a server to talk to.
+FULL_ENVIRON = {
+    "RAGPULSE_REDIS_URL": "redis://127.0.0.1:1/0",
+    "RAGPULSE_LABEL_SAMPLE_RATE": "0.1",
+    "RAGPULSE_RESULTS_FILE": "results.jsonl",
+    "RAGPULSE_RESULTS_TOPIC": "ragpulse-results",
+    "RAGPULSE_RESULTS_OTLP_ENDPOINT": "http://127.0.0.1:1/v1/traces",
+}
+
+
+def _lifecycle_gaps(component: object, calls: dict[str, tuple[object, ...]]) -> list[str]:
+    gaps = []
+    for name, args in calls.items():
+        method = getattr(component, name, None)
+        if not inspect.iscoroutinefunction(method):
+            gaps.append(f"{type(component).__name__}.{name} is missing or not async")
+            continue
+        try:
+            inspect.signature(method).bind(*args)
+        except TypeError as exc:
+            gaps.append(f"{type(component).__name__}.{name}{args}: {exc}")
+    return gaps
+
+
+@pytest.mark.parametrize(
+    "environ",
+    [{}, FULL_ENVIRON, {**FULL_ENVIRON, "RAGPULSE_SOURCE": "kafka"}],
+    ids=["default", "everything-on-otlp", "everything-on-kafka"],
+)
+def test_every_component_of_the_agent_implements_the_lifecycle(environ: dict[str, str]) -> None:
+    from agent.build import build_agent
+    from agent.sources.composite import CompositeSource
+
+    agent = build_agent(load_settings(environ=environ), CollectorRegistry())
+    components = [*agent.components, *agent.pipeline.components]
+    gaps = [gap for c in components for gap in _lifecycle_gaps(c, LIFECYCLE_CALLS)]
+    sources = list(agent.source.sources) if isinstance(agent.source, CompositeSource) else [agent.source]
+    gaps += [gap for s in [agent.source, *sources] for gap in _lifecycle_gaps(s, SOURCE_CALLS)]
+    assert gaps == []
+    # Whatever a route holds that has a lifecycle is on the pipeline's list, started and stopped.
+    held = {id(c) for c in agent.pipeline.components}
+    routes = agent.pipeline._routes.values()
+    assert all(id(part) in held for route in routes for part in [*route.exporters, *route.observers])
+    if environ:  # the optional parts are there to be checked
+        optional = {"RedisConnection", "ResultsFileExporter", "KafkaResultsExporter", "OtlpResultsExporter"}
+        assert optional | {"PpiAggregator"} <= {type(c).__name__ for c in components}
+    kafka = environ.get("RAGPULSE_SOURCE") == "kafka"
+    assert {type(s).__name__ for s in sources} == (
+        {"KafkaSource"} if kafka else {"OtlpHttpSource", "OtlpGrpcSource"}
+    )
 
 
 def test_periodic_ticks_until_stopped_and_stopping_twice_is_harmless() -> None:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
-from agent.otlp import SELF_RESOURCE_ATTRIBUTE, mark_own_telemetry
+from agent.config import AssemblySettings
+from agent.otlp import SELF_RESOURCE_ATTRIBUTE, assemble, mark_own_telemetry
 from agent.otlp.assemble import (
     DUPLICATE,
     EVICTED,
@@ -17,7 +20,17 @@ from agent.otlp.assemble import (
     SELF,
 )
 from agent.series_budget import OVERFLOW
-from tests.support.otlp import Clock, Recorder, assembler, decoded, otlp_json, protobuf, set_all, total
+from tests.support.otlp import (
+    CONVENTIONS,
+    Clock,
+    Recorder,
+    assembler,
+    decoded,
+    otlp_json,
+    protobuf,
+    set_all,
+    total,
+)
 from tests.support.spans import DOCS, QUERY, RESPONSE, hexid, openinference_single_span, rag_trace
 
 
@@ -375,3 +388,21 @@ def test_a_chain_without_a_retriever_is_no_interaction() -> None:
             set_all(llm, {"openinference.span.kind": "LLM", "output.value": RESPONSE})
     out = assembler().add(decoded(recorder.spans()))
     assert out.interactions == []
+
+
+def test_build_makes_the_assembler_its_settings_section_describes() -> None:
+    section = AssemblySettings(route_attributes=("app.route",), wait_seconds=5.0, max_traces=1)
+    a = assemble.build(section, CONVENTIONS, lambda service, route: (service, route), capture=("http.route",))
+    recorder = Recorder()
+    for _ in range(3):
+        rag_trace(recorder, route="/ask", root_name="answer")
+    spans = recorder.spans()
+    (interaction,) = a.add(decoded(spans[0:3])).interactions
+    # http.route is not a route attribute of this section (the root's name is the fallback), and
+    # it is captured for the keep rules.
+    assert interaction.route == "answer" and interaction.attributes == {"http.route": "/ask"}
+    assert a.add(decoded([spans[3]])).evictions == {}
+    assert a.add(decoded([spans[6]])).evictions == {MAX_TRACES: 1}  # one trace buffered at most
+    started = time.monotonic()
+    assert a.expire(started + 4.0).skipped == {}  # within the 5 s wait
+    assert a.expire(started + 5.5).skipped == {INCOMPLETE: 1}
