@@ -117,7 +117,7 @@ def test_validate_config_shows_the_effective_set_and_why(
 ) -> None:
     for name in [n for n in os.environ if n.startswith("RAGPULSE_")]:
         monkeypatch.delenv(name)
-    assert main(["validate-config"]) == 0
+    assert main(["validate-config", "--json"]) == 0
     out, err = capsys.readouterr()
     assert json.loads(out)["metrics"] == list(LEXICAL_DEFAULT)
     assert err.startswith(
@@ -125,11 +125,11 @@ def test_validate_config_shows_the_effective_set_and_why(
         "(the lexical judge's default); answer_relevancy is off: the lexical judge measures it at chance"
     )
     assert "RAGPULSE_METRICS=context_precision,context_relevancy,faithfulness,answer_relevancy" in err
-    assert main(["validate-config", "--set", "metrics=faithfulness,answer_relevancy"]) == 0
+    assert main(["validate-config", "--json", "--set", "metrics=faithfulness,answer_relevancy"]) == 0
     out, err = capsys.readouterr()
     assert json.loads(out)["metrics"] == ["faithfulness", "answer_relevancy"]
     assert "(as set); answer_relevancy says little" in err
-    assert main(["validate-config", "--judge-model", "openai/gpt-4o-mini"]) == 0
+    assert main(["validate-config", "--json", "--judge-model", "openai/gpt-4o-mini"]) == 0
     out, err = capsys.readouterr()
     assert (
         json.loads(out)["metrics"] == list(REFERENCE_FREE) and "off:" not in err and "so none is off" in err
