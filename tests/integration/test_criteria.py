@@ -24,6 +24,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from prometheus_client import CollectorRegistry
 
 from agent.build import build_judge, build_metrics
+from agent.metrics.criteria import CriterionMetric
 from agent.config import DriftSettings, Settings
 from agent.evaluate import Evaluator
 from agent.exporters.drift import DriftAggregator
@@ -94,7 +95,7 @@ def evaluator(settings: Settings, only_criteria: bool = False) -> Evaluator:
     judge = build_judge(settings, Telemetry(CollectorRegistry()).judge)
     metrics = build_metrics(settings)
     if only_criteria:
-        metrics = metrics[len(settings.metrics) :]
+        metrics = [m for m in metrics if isinstance(m, CriterionMetric)]
     return Evaluator(metrics, judge)
 
 

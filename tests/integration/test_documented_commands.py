@@ -342,6 +342,10 @@ SERVED = [
         "ragpulse run --live --set results_file=ragpulse-results.jsonl --set results_include_text=true",
     ),
     ("README.md", "RAGPULSE_DOCUMENTS_KEY=source ragpulse run"),
+    (
+        "README.md",
+        "RAGPULSE_METRICS=context_precision,context_relevancy,faithfulness,answer_relevancy ragpulse run",
+    ),
 ]
 COLLECTOR_COMMAND = "ragpulse run --otlp-listen 127.0.0.1:14318 --set otlp_grpc_listen=127.0.0.1:14317"
 # README, "From a bad answer to a test", steps 1 to 4 (step 5 asks your app, step 6 is in COMMANDS).

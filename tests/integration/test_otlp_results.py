@@ -126,7 +126,14 @@ def _attributes(items: Any) -> dict[str, Any]:
 def test_results_reach_an_otlp_backend_beside_the_scored_span() -> None:
     with TraceBackend() as backend:
         backend.refuse.extend([503, 503])  # the backend is down at first: retried, not lost
-        agent = AgentProcess(env={"RAGPULSE_RESULTS_OTLP_ENDPOINT": backend.endpoint})
+        # Every streaming metric, answer relevancy too (the lexical judge's default leaves it out):
+        # each interaction's span carries one result event per metric.
+        agent = AgentProcess(
+            env={
+                "RAGPULSE_RESULTS_OTLP_ENDPOINT": backend.endpoint,
+                "RAGPULSE_METRICS": ",".join(STREAMING_METRICS),
+            }
+        )
         try:
             agent.wait_ready()
             sent = send_interactions(agent, 3)
