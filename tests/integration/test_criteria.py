@@ -24,11 +24,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from prometheus_client import CollectorRegistry
 
 from agent.build import build_judge, build_metrics
-from agent.metrics.criteria import CriterionMetric
 from agent.config import DriftSettings, Settings
 from agent.evaluate import Evaluator
 from agent.exporters.drift import DriftAggregator
 from agent.exporters.prometheus import PrometheusExporter
+from agent.metrics.criteria import CriterionMetric
 from agent.model import Chunk, MetricResult, Outcome, RagInteraction
 from agent.telemetry import Telemetry
 from tests.support.agent_process import AgentProcess
