@@ -28,6 +28,7 @@ from agent.config import DriftSettings, Settings
 from agent.evaluate import Evaluator
 from agent.exporters.drift import DriftAggregator
 from agent.exporters.prometheus import PrometheusExporter
+from agent.metrics.criteria import CriterionMetric
 from agent.model import Chunk, MetricResult, Outcome, RagInteraction
 from agent.telemetry import Telemetry
 from tests.support.agent_process import AgentProcess
@@ -405,7 +406,7 @@ def test_the_local_judge_refuses_criteria_in_one_line_before_any_work(
     assert not (tmp_path / "out").exists()
 
 
-def test_with_graded_confidence_the_built_in_scores_are_graded_and_the_criteria_kept(
+def test_with_graded_confidence_a_binary_criterion_is_its_probability_of_yes(
     fake: FakeLLMServer,
 ) -> None:
     fake.flag_probability = 0.9  # p(chosen flag) of every 0/1 in the answer, criteria's included
@@ -423,8 +424,26 @@ def test_with_graded_confidence_the_built_in_scores_are_graded_and_the_criteria_
     # The built-in verdicts are graded: usefulness (no, yes) read as (0.1, 0.9) gives
     # CP = (0.1 x 0.1 + 0.5 x 0.9) / 1.0 = 0.46, where binary verdicts give 0.5 ...
     assert results["context_precision"] == pytest.approx(0.46)
-    # ... and the criteria are the judge's answers, as without log-probabilities.
-    assert results["capital_described"] == 0.75 and results["mentions_bananas"] == 1.0
+    # ... the binary criterion is p(yes) at its answer token, where 0 / 1 gave 1.0 ...
+    assert results["mentions_bananas"] == pytest.approx(0.9)
+    # ... and the 1-5 criterion is the judge's answer (4 of 5), as without log-probabilities.
+    assert results["capital_described"] == 0.75
+    # Asked alone (judge_criteria), the binary criterion is graded too; a "no" is 1 - p(no).
+    fake.reset()
+    fake.flag_probability = 0.8
+    try:
+        configured = settings(fake, [BANANAS, CAPITAL], judge_structured_output="auto")
+        judge = build_judge(configured, Telemetry(CollectorRegistry()).judge)
+        criteria_only = Evaluator([CriterionMetric(c) for c in configured.criteria], judge)
+        alone = scored(asyncio.run(criteria_only.evaluate(interaction())))
+    finally:
+        fake.flag_probability = None
+    assert dict(fake.stats.by_kind) == {"judge_criteria": 1}
+    assert alone == {"mentions_bananas": pytest.approx(0.8), "capital_described": 0.75}
+    # Without log-probabilities, exactly 0 / 1 as before.
+    fake.reset()
+    binary = scored(asyncio.run(evaluator(settings(fake, [BANANAS, CAPITAL])).evaluate(interaction())))
+    assert binary["mentions_bananas"] == 1.0 and binary["capital_described"] == 0.75
 
 
 def test_the_canary_compares_a_criterion_with_its_human_labels(fake: FakeLLMServer, tmp_path: Path) -> None:
