@@ -74,7 +74,7 @@ def _verdict_rows(details: Sequence[VerdictDetail]) -> str:
     rows = [
         (
             escape(d.question),
-            f'<span class="{"yes" if d.value else "no"}">{"yes" if d.value else "no"}</span>',
+            f'<span class="{"yes" if d.value else "no"}">{escape(d.answer or ("yes" if d.value else "no"))}</span>',
             fmt(d.score, 2),
             escape(d.subject),
             *((escape(d.reason),) if with_reasons else ()),
