@@ -92,9 +92,7 @@ def yes_probability(token: Token) -> float | None:
     return p if chosen in _YES else 1.0 - p
 
 
-def flag_probabilities(
-    completion: Completion, criteria: Sequence[str] = ()
-) -> dict[str, list[float]] | None:
+def flag_probabilities(completion: Completion, criteria: Sequence[str] = ()) -> dict[str, list[float]] | None:
     """Per flag name, p(yes) of each of its flags in text order (the built-in flags, and the
     binary `criteria` named); None when any is unreadable."""
     if not completion.tokens:

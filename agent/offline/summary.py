@@ -167,14 +167,18 @@ def weakest(
     return [r for _, _, r in sorted(ranked, key=lambda t: (t[0], t[1]))[:n]]
 
 
-def weakest_document(results: Sequence[ItemResult], metrics: Sequence[str], judge: str) -> list[dict[str, Any]]:
+def weakest_document(
+    results: Sequence[ItemResult], metrics: Sequence[str], judge: str
+) -> list[dict[str, Any]]:
     """summary.json's `weakest`: the items the report lists as weakest, with their defined scores
     and the judge's verdicts obtained while scoring them (built-in questions and criteria)."""
     return [
         {
             "id": r.item.id,
             "line": r.item.line,
-            "scores": {m: round(v, 6) for m in metrics if (v := r.scores.get(m)) is not None and math.isfinite(v)},
+            "scores": {
+                m: round(v, 6) for m in metrics if (v := r.scores.get(m)) is not None and math.isfinite(v)
+            },
             "verdicts": [_verdict_json(d) for d in verdict_details(r, judge)],
         }
         for r in weakest(results, metrics)

@@ -224,7 +224,8 @@ def test_a_custom_criterion_is_the_capture_key_and_its_answer_travels_to_the_lab
     with FakeLLMServer() as server:
         agent = AgentProcess(
             env={"RAGPULSE_METRICS": "faithfulness", "RAGPULSE_CRITERIA": json.dumps([NAMES_PARIS]),
-                 "RAGPULSE_JUDGE_MODEL": "openai/ragpulse-test-judge", "RAGPULSE_JUDGE_API_BASE": server.api_base,
+                 "RAGPULSE_JUDGE_MODEL": "openai/ragpulse-test-judge",
+                 "RAGPULSE_JUDGE_API_BASE": server.api_base,
                  "RAGPULSE_JUDGE_API_KEY": "test-key", "RAGPULSE_RESULTS_FILE": str(results),
                  "RAGPULSE_RESULTS_INCLUDE_TEXT": "true"}
         )  # fmt: skip
@@ -240,7 +241,9 @@ def test_a_custom_criterion_is_the_capture_key_and_its_answer_travels_to_the_lab
 
     # The criterion as the only threshold: exactly the wrong answer, with the judge's answer.
     captured = tmp_path / "captured.jsonl"
-    code = main(["capture", "--results-file", str(results), "--below", "names_paris=0.5", "--out", str(captured)])
+    code = main(
+        ["capture", "--results-file", str(results), "--below", "names_paris=0.5", "--out", str(captured)]
+    )
     assert code == 0
     assert "capture: 1 of 8 interactions from" in capsys.readouterr().err
     (row,) = lines(captured)
@@ -264,7 +267,9 @@ def test_a_custom_criterion_is_the_capture_key_and_its_answer_travels_to_the_lab
 
     # label-queue, from the captured items and from the results file: the answer goes along.
     queue = tmp_path / "queue.jsonl"
-    code = main(["label-queue", str(captured), "--fraction", "1", "--inputs", str(captured), "--out", str(queue)])
+    code = main(
+        ["label-queue", str(captured), "--fraction", "1", "--inputs", str(captured), "--out", str(queue)]
+    )
     assert code == 0
     (queued,) = lines(queue)
     assert queued["interaction_id"] == bad["answer"] and queued["scores"]["names_paris"] == 0.25
@@ -274,7 +279,9 @@ def test_a_custom_criterion_is_the_capture_key_and_its_answer_travels_to_the_lab
     assert code == 0
     every = {r["interaction_id"]: r for r in lines(from_file)}
     assert every[bad["answer"]]["explanations"] == {"names_paris": "answered 2 of 5"}
-    assert {r["explanations"]["names_paris"] for i, r in every.items() if i != bad["answer"]} == {"answered 4 of 5"}
+    assert {r["explanations"]["names_paris"] for i, r in every.items() if i != bad["answer"]} == {
+        "answered 4 of 5"
+    }
 
     # A person's label on the criterion reads back as a label of that metric, with the score.
     labelled = tmp_path / "labelled.jsonl"

@@ -440,8 +440,8 @@ def test_eval_shows_each_criterion_verdict_in_the_summary_the_report_and_the_com
     # what the judge answered for each criterion.
     good = tmp_path / "good.jsonl"
     good.write_text("".join(json.dumps({**row, "response": RESPONSE}) + "\n" for row in read_jsonl(data)))
-    run = ragpulse_eval(str(good), str(data), "--compare", "--out", str(tmp_path / "ab"), "--metrics", metrics,
-                        env=env)  # fmt: skip
+    run = ragpulse_eval(str(good), str(data), "--compare", "--out", str(tmp_path / "ab"),
+                        "--metrics", metrics, env=env)  # fmt: skip
     assert run.returncode == 0, run.stderr
     report = (tmp_path / "ab" / "report.html").read_text()
     changed = report[report.index('class="changed"') : report.index('id="summary"')]

@@ -299,7 +299,11 @@ def test_binary_criteria_are_graded_from_their_flags_and_1_to_5_answers_kept() -
 
 def test_criteria_riding_in_the_combined_answer_are_graded_with_it() -> None:
     content = json.dumps(
-        {"chunks": {"1": {"useful": 1}}, "claims": [{"supported": 1}], "criteria": {"cites_policy": 0, "tone": 5}}
+        {
+            "chunks": {"1": {"useful": 1}},
+            "claims": [{"supported": 1}],
+            "criteria": {"cites_policy": 0, "tone": 5},
+        }
     )
     answer = InteractionVerdicts(
         (ChunkAssessment(Verdict(True), Verdict(True), 1, 1),),
@@ -311,7 +315,9 @@ def test_criteria_riding_in_the_combined_answer_are_graded_with_it() -> None:
     assert scored.criteria["cites_policy"].score == pytest.approx(0.3)
     assert scored.criteria["tone"].score == 1.0
     # A criterion answer that contradicts its flag's probability: the whole answer stays binary.
-    wrong = InteractionVerdicts(answer.chunks, answer.claims, {**answer.criteria, "cites_policy": Verdict(True)})
+    wrong = InteractionVerdicts(
+        answer.chunks, answer.claims, {**answer.criteria, "cites_policy": Verdict(True)}
+    )
     assert graded(wrong, Completion(content, _tokens(content, 0.7))) is wrong
 
 
