@@ -58,11 +58,13 @@ class JudgedVerdicts:
     `chunks`: one assessment per chunk (usefulness for the answer the metrics judged against:
     the reference when known, else the response); `claims`: the response's claims checked
     against all the chunks. None where no metric asked that question or it failed. Reasons are
-    what the judge gave in this evaluation (none for verdicts the cache answered).
+    what the judge gave in this evaluation (none for verdicts the cache answered). `criteria`:
+    each custom criterion answered, with its definition (which says how to read the answer).
     """
 
     chunks: tuple[ChunkAssessment, ...] | None = None
     claims: tuple[ClaimVerdict, ...] | None = None
+    criteria: tuple[tuple[Criterion, Verdict], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,11 +146,12 @@ class _InteractionJudge(JudgeWrapper):
         inputs = CriterionInputs(query, response, tuple(chunks))
         for c in criteria:
             if c.name in answer.criteria:
-                self._seed(self._criterion_key(c, inputs), answer.criteria[c.name])
+                self._seed(self.criterion_key(c, inputs), answer.criteria[c.name])
         return answer
 
     @staticmethod
-    def _criterion_key(criterion: Criterion, inputs: CriterionInputs) -> tuple[object, ...]:
+    def criterion_key(criterion: Criterion, inputs: CriterionInputs) -> tuple[object, ...]:
+        """What a criterion's answer is known by in this evaluation: its definition and what it reads."""
         shown = inputs.read_by([criterion])
         return (
             JUDGE_CRITERIA,
@@ -164,7 +167,7 @@ class _InteractionJudge(JudgeWrapper):
     ) -> dict[str, Verdict]:
         """Each criterion asked once per evaluation; those not asked yet are asked together, and
         each shares the answer (or the failure) of the question it was asked in."""
-        keys = {c.name: self._criterion_key(c, inputs) for c in criteria}
+        keys = {c.name: self.criterion_key(c, inputs) for c in criteria}
         new = [c for c in criteria if keys[c.name] not in self._asked]
         if new:
             batch = asyncio.ensure_future(self._call(self._inner.judge_criteria(new, inputs)))
@@ -245,11 +248,15 @@ class Evaluator:
             with contextlib.suppress(Exception):  # the metrics report it: each shares the failure
                 await judge.judge_criteria(criteria, inputs)
         results = list(await asyncio.gather(*(self._one(m, interaction, judge) for m in metrics)))
-        return Evaluation(results, judge.retryable, self._verdicts(judge, interaction, chunks))
+        verdicts = self._verdicts(judge, interaction, chunks, criteria)
+        return Evaluation(results, judge.retryable, verdicts)
 
     @staticmethod
     def _verdicts(
-        judge: _InteractionJudge, interaction: RagInteraction, chunks: Sequence[str]
+        judge: _InteractionJudge,
+        interaction: RagInteraction,
+        chunks: Sequence[str],
+        criteria: Sequence[Criterion],
     ) -> JudgedVerdicts:
         chunks_key = tuple(chunks)
         assessed = judge.answered(
@@ -260,7 +267,9 @@ class Evaluator:
             claims = judge.answered(
                 (CHECK_RESPONSE, interaction.judged_query, interaction.response, chunks_key)
             )
-        return JudgedVerdicts(assessed, claims)
+        inputs = criterion_inputs(interaction)
+        answered = [(c, judge.answered(judge.criterion_key(c, inputs))) for c in criteria]
+        return JudgedVerdicts(assessed, claims, tuple((c, v) for c, v in answered if v is not None))
 
     async def _one(self, metric: Metric, interaction: RagInteraction, judge: Judge) -> MetricResult:
         try:

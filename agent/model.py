@@ -334,7 +334,9 @@ class Outcome(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class MetricResult:
-    """The result of one metric on one interaction. `value` is None unless outcome is OK."""
+    """The result of one metric on one interaction. `value` is None unless outcome is OK.
+    `reason`: why it was skipped or failed; on a score, what the judge answered where the value
+    alone does not say it (a custom criterion's "answered 2 of 5")."""
 
     metric: str
     value: float | None
@@ -360,11 +362,13 @@ class MetricResult:
         judge: str,
         prompt_version: str | None = None,
         chunk_verdicts: tuple[bool | None, ...] | None = None,
+        reason: str = "",
     ) -> MetricResult:
         return cls(
             metric,
             value,
             Outcome.OK,
+            reason=reason,
             judge=judge,
             prompt_version=prompt_version,
             chunk_verdicts=chunk_verdicts,

@@ -247,6 +247,8 @@ def _inputs(path: Path) -> dict[str, dict[str, Any]]:
                 "query": row.get("query", row.get("question", row.get("user_input"))),
                 "contexts": row.get("contexts", row.get("retrieved_contexts")),
                 "response": row.get("response", row.get("answer")),
+                # A captured item's judge answers (a criterion's "answered 2 of 5"), for the labeller.
+                "explanations": row.get("explanations"),
             }
     return found
 

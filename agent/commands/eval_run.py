@@ -40,10 +40,10 @@ from agent.offline.summary import (
     compare,
     item_changes,
     pair_results,
+    weakest,
     write_comparison,
 )
 
-WEAKEST_SHOWN = 10
 BAD_LINES_PRINTED = 20
 # Exit statuses (docs/eval.md).
 OK, NO_INPUT, USAGE, JUDGE_FAILED, GATE_FAILED, JUDGE_BROKEN = 0, 1, 2, 3, 4, 5
@@ -345,20 +345,6 @@ def _write_jsonl(path: Path, rows: Sequence[dict[str, Any]]) -> None:
     with path.open("w") as handle:
         for row in rows:
             handle.write(json.dumps(row) + "\n")
-
-
-def weakest(
-    results: Sequence[ItemResult], metrics: Sequence[str], n: int = WEAKEST_SHOWN
-) -> list[ItemResult]:
-    """Items with the lowest mean of their defined scores (lower-is-better metrics left out)."""
-    from agent.offline.evaluate import LOWER_IS_BETTER
-
-    ranked = []
-    for r in results:
-        values = [v for m in metrics if m not in LOWER_IS_BETTER and (v := r.scores.get(m)) is not None]
-        if values:
-            ranked.append((sum(values) / len(values), r.item.line, r))
-    return [r for _, _, r in sorted(ranked, key=lambda t: (t[0], t[1]))[:n]]
 
 
 def _write_report(judge: str, scored: Sequence[Scored], metrics: Sequence[str], out_dir: Path,

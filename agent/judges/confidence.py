@@ -9,6 +9,9 @@ verdicts' `score`, which metrics average (agent/model.py `Verdict.confidence`).
 The k-th flag named `key` in the answer text belongs to the k-th verdict of that name in the
 parsed answer (JSON lists keep their order). When the counts differ, or a flag's token cannot be
 read, the answer stays binary: a wrong confidence is worse than none.
+
+A binary custom criterion's answer (`"cites_policy": 1` under `"criteria"`) is a flag named
+after the criterion and is graded the same way; a 1-5 answer is not a yes/no and is kept.
 """
 
 from __future__ import annotations
@@ -24,7 +27,15 @@ from agent.model import Verdict
 
 _YES, _NO = frozenset({"1", "true"}), frozenset({"0", "false"})
 # A flag's value in the answer text; an escaped quote (inside a string) is not a key.
-_FLAG = re.compile(r'(?<!\\)"(useful|supported|relevant|attributed)"\s*:\s*(0|1|true|false)\b')
+_FLAGS = ("useful", "supported", "relevant", "attributed")
+
+
+def _flag_pattern(keys: Sequence[str]) -> re.Pattern[str]:
+    names = "|".join(re.escape(key) for key in keys)
+    return re.compile(rf'(?<!\\)"({names})"\s*:\s*(0|1|true|false)\b')
+
+
+_FLAG = _flag_pattern(_FLAGS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,8 +92,9 @@ def yes_probability(token: Token) -> float | None:
     return p if chosen in _YES else 1.0 - p
 
 
-def flag_probabilities(completion: Completion) -> dict[str, list[float]] | None:
-    """Per flag name, p(yes) of each of its flags in text order; None when any is unreadable."""
+def flag_probabilities(completion: Completion, criteria: Sequence[str] = ()) -> dict[str, list[float]] | None:
+    """Per flag name, p(yes) of each of its flags in text order (the built-in flags, and the
+    binary `criteria` named); None when any is unreadable."""
     if not completion.tokens:
         return None
     starts, offset = [], 0
@@ -93,7 +105,8 @@ def flag_probabilities(completion: Completion) -> dict[str, list[float]] | None:
         return None  # the tokens do not spell the answer: no way to place the flags
     found: dict[str, list[float]] = {}
     index = 0
-    for match in _FLAG.finditer(completion.content):
+    pattern = _flag_pattern((*_FLAGS, *criteria)) if criteria else _FLAG
+    for match in pattern.finditer(completion.content):
         at = match.start(2)
         while index + 1 < len(starts) and starts[index + 1] <= at:
             index += 1
@@ -125,10 +138,23 @@ class _Grader:
         return self.consistent and not any(self._left.values())
 
 
+def _binary_criteria(result: Any) -> tuple[str, ...]:
+    """The names of the binary criterion answers in a parsed answer (a 1-5 answer has a score)."""
+    if isinstance(result, InteractionVerdicts):
+        answers: Any = result.criteria
+    elif isinstance(result, dict) and all(isinstance(x, Verdict) for x in result.values()):
+        answers = result
+    else:
+        return ()
+    # A criterion named like a built-in flag could take that flag's probability: kept binary.
+    return tuple(name for name, v in answers.items() if v.score is None and name not in _FLAGS)
+
+
 def graded(result: Any, completion: Completion) -> Any:
     """`result` (a parsed answer) with each flag verdict's score set to the LLM's p(yes); the
     result unchanged when the log-probabilities are missing or do not line up with it."""
-    probabilities = flag_probabilities(completion)
+    binary = _binary_criteria(result)
+    probabilities = flag_probabilities(completion, binary)
     if not probabilities:
         return result
     grader = _Grader(probabilities)
@@ -145,10 +171,21 @@ def graded(result: Any, completion: Completion) -> Any:
     def chunks(items: Sequence[ChunkAssessment]) -> list[ChunkAssessment]:
         return [a if a.useful is None else replace(a, useful=grader.grade("useful", a.useful)) for a in items]
 
+    def criteria(answers: Mapping[str, Verdict]) -> dict[str, Verdict]:
+        # Each binary criterion is one flag named after it: nothing to misplace.
+        return {name: grader.grade(name, v) if name in binary else v for name, v in answers.items()}
+
     if isinstance(result, dict) and result and all(isinstance(x, ChunkAssessment) for x in result.values()):
         new: Any = dict(zip(result, chunks(list(result.values())), strict=True))
     elif isinstance(result, InteractionVerdicts):
-        new = replace(result, chunks=tuple(chunks(result.chunks)), claims=tuple(claims(result.claims)))
+        new = replace(
+            result,
+            chunks=tuple(chunks(result.chunks)),
+            claims=tuple(claims(result.claims)),
+            criteria=criteria(result.criteria),
+        )
+    elif isinstance(result, dict) and result and all(isinstance(x, Verdict) for x in result.values()):
+        new = criteria(result)  # judge_criteria's answer
     elif isinstance(result, tuple) and len(result) == 2 and all(isinstance(x, list) for x in result):
         new = (chunks(result[0]), claims(result[1]))
     elif isinstance(result, list) and result and all(isinstance(x, ChunkAssessment) for x in result):

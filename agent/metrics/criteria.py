@@ -28,6 +28,26 @@ def criterion_score(verdict: Verdict, higher_is_better: bool = True) -> float:
     return value if higher_is_better else 1.0 - value
 
 
+def criterion_answer(criterion: Criterion, verdict: Verdict) -> str:
+    """The judge's answer as it gave it: "yes" / "no", or "s of 5" (a 1-5 verdict keeps
+    (s - 1) / 4 as its score)."""
+    if criterion.scale == "binary":
+        return "yes" if verdict.value else "no"
+    return f"{round(1 + 4 * verdict.confidence)} of 5"
+
+
+def answer_text(criterion: Criterion, verdict: Verdict) -> str:
+    """What the judge answered, for the result's explanation: the answer, the probability of yes
+    when graded, what the anchor of a 1-5 point says, and the judge's reason when it gave one."""
+    text = f"answered {criterion_answer(criterion, verdict)}"
+    if criterion.scale == "binary" and verdict.score is not None:
+        text += f" (p(yes) {verdict.confidence:.2f})"
+    elif criterion.scale != "binary":
+        anchor = criterion.anchors.get(round(1 + 4 * verdict.confidence))
+        text += f" ({anchor})" if anchor else ""
+    return f"{text}: {verdict.reason}" if verdict.reason else text
+
+
 def criterion_inputs(interaction: RagInteraction) -> CriterionInputs:
     """What criteria may read of an interaction (the query as relevance is judged against it)."""
     return CriterionInputs(
@@ -73,4 +93,5 @@ class CriterionMetric:
             criterion_score(verdict, self.criterion.higher_is_better),
             judge=judge.model,
             prompt_version=judge.prompt_version(JUDGE_CRITERIA),
+            reason=answer_text(self.criterion, verdict),
         )

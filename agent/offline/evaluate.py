@@ -28,7 +28,7 @@ from agent.metrics import (
     ragchecker_scores,
 )
 from agent.metrics.base import Metric
-from agent.metrics.criteria import CriterionMetric, criterion_inputs
+from agent.metrics.criteria import CriterionMetric, criterion_answer, criterion_inputs, criterion_score
 from agent.metrics.ragchecker import RagCheckerScores
 from agent.model import Chunk, Criterion, MetricResult, Outcome, RagInteraction, Verdict
 from agent.offline.records import EvalItem
@@ -292,13 +292,19 @@ class OfflineEvaluator:
 
 @dataclass(frozen=True)
 class VerdictDetail:
-    """One judge verdict shown in the report: what was asked about, the answer, and why."""
+    """One judge verdict shown in the report: what was asked about, the answer, and why.
+
+    `value` is whether the verdict counts for the score (a yes of a built-in question); `answer`
+    is the judge's own answer where it is not that yes / no (a custom criterion's "no" that
+    scores 1, its "4 of 5"); `score` is what the metric counted, when graded or not binary.
+    """
 
     question: str
     subject: str
     value: bool
     score: float | None
     reason: str
+    answer: str = ""
 
 
 # Judges whose claims are the response's sentences as `agent.judges.local.claims` splits them.
@@ -323,7 +329,18 @@ def verdict_details(result: ItemResult, judge_model: str) -> list[VerdictDetail]
         for n, claim in enumerate(verdicts.claims):
             subject = claim.supported.reason or (texts[n] if n < len(texts) else f"claim {n + 1}")
             details.append(_detail("claim supported", subject, claim.supported))
+    details += [criterion_detail(criterion, verdict) for criterion, verdict in verdicts.criteria]
     return details
+
+
+def criterion_detail(criterion: Criterion, verdict: Verdict) -> VerdictDetail:
+    """A custom criterion's answer as the judge gave it (yes / no, or the point of 1-5), with the
+    score it counted for (higher is better, so a lower-is-better "yes" scores 0)."""
+    score = criterion_score(verdict, criterion.higher_is_better)
+    answer = criterion_answer(criterion, verdict)
+    return VerdictDetail(
+        f"criterion {criterion.name}", criterion.question[:300], score >= 0.5, score, verdict.reason, answer
+    )
 
 
 def _detail(question: str, subject: str, verdict: Verdict) -> VerdictDetail:

@@ -21,7 +21,7 @@ from agent.judges.standing import MetricChoice
 from agent.model import Criterion
 from agent.offline.evaluate import ItemResult, OfflineEvaluator, all_metric_names, available_metrics
 from agent.offline.records import BadRow, EvalItem
-from agent.offline.summary import JudgeUsage, MetricSummary, summarise, summary_document
+from agent.offline.summary import JudgeUsage, MetricSummary, summarise, summary_document, weakest_document
 
 
 class JudgeBroken(Exception):
@@ -107,7 +107,11 @@ class EvalResults:
         """`summary.json` of this set read from `source`."""
         return summary_document(
             self.summaries, items=len(self.items), bad_lines=len(self.bad), judge=self.judge,
-            source=source, extra={"judge_usage": self.usage.as_json()},
+            source=source,
+            extra={
+                "judge_usage": self.usage.as_json(),
+                "weakest": weakest_document(self.results, self.metrics, self.judge),
+            },
         )  # fmt: skip
 
 

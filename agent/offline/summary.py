@@ -22,10 +22,11 @@ from typing import Any
 
 import numpy as np
 
-from agent.offline.evaluate import LOWER_IS_BETTER, ItemResult
+from agent.offline.evaluate import LOWER_IS_BETTER, ItemResult, VerdictDetail, verdict_details
 
 CONFIDENCE = 0.95
 RESAMPLES = 2000
+WEAKEST_SHOWN = 10  # items in the report's and summary.json's weakest
 SEED = 20240601  # fixed so that a report is reproducible
 
 
@@ -152,6 +153,49 @@ def summary_document(
         **(extra or {}),
     }
     return document
+
+
+def weakest(
+    results: Sequence[ItemResult], metrics: Sequence[str], n: int = WEAKEST_SHOWN
+) -> list[ItemResult]:
+    """Items with the lowest mean of their defined scores (lower-is-better metrics left out)."""
+    ranked = []
+    for r in results:
+        values = [v for m in metrics if m not in LOWER_IS_BETTER and (v := r.scores.get(m)) is not None]
+        if values:
+            ranked.append((sum(values) / len(values), r.item.line, r))
+    return [r for _, _, r in sorted(ranked, key=lambda t: (t[0], t[1]))[:n]]
+
+
+def weakest_document(
+    results: Sequence[ItemResult], metrics: Sequence[str], judge: str
+) -> list[dict[str, Any]]:
+    """summary.json's `weakest`: the items the report lists as weakest, with their defined scores
+    and the judge's verdicts obtained while scoring them (built-in questions and criteria)."""
+    return [
+        {
+            "id": r.item.id,
+            "line": r.item.line,
+            "scores": {
+                m: round(v, 6) for m in metrics if (v := r.scores.get(m)) is not None and math.isfinite(v)
+            },
+            "verdicts": [_verdict_json(d) for d in verdict_details(r, judge)],
+        }
+        for r in weakest(results, metrics)
+    ]
+
+
+def _verdict_json(detail: VerdictDetail) -> dict[str, Any]:
+    found: dict[str, Any] = {
+        "question": detail.question,
+        "about": detail.subject,
+        "verdict": detail.answer or ("yes" if detail.value else "no"),
+        "passes": detail.value,
+        "score": None if detail.score is None else round(detail.score, 6),
+    }
+    if detail.reason:
+        found["reason"] = detail.reason
+    return found
 
 
 def _rounded(values: Mapping[str, Any]) -> dict[str, Any]:

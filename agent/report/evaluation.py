@@ -74,7 +74,9 @@ def _verdict_rows(details: Sequence[VerdictDetail]) -> str:
     rows = [
         (
             escape(d.question),
-            f'<span class="{"yes" if d.value else "no"}">{"yes" if d.value else "no"}</span>',
+            # A criterion's own answer where it has one ("no" may count for its score, "2 of 5").
+            f'<span class="{"yes" if d.value else "no"}">{escape(d.answer or ("yes" if d.value else "no"))}'
+            "</span>",
             fmt(d.score, 2),
             escape(d.subject),
             *((escape(d.reason),) if with_reasons else ()),

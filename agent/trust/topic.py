@@ -29,8 +29,9 @@ def result_rows(request: Any, *, marked_only: bool = True) -> tuple[list[dict[st
     the marked ones when `marked_only`; and how many results it held.
 
     A line holds the interaction once: its ids, service and route, `scores` and `labels` (null,
-    for a person to fill in) by metric, the text when the results carry it, and its documents in
-    rank order with the judge's verdicts on each (`useful`, `relevant`)."""
+    for a person to fill in) by metric, the text when the results carry it, `explanations` by
+    metric where the judge's answer says more than its score (a custom criterion's "answered 2 of
+    5"), and its documents in rank order with the judge's verdicts on each (`useful`, `relevant`)."""
     rows: list[dict[str, Any]] = []
     results = 0
     for resource_spans in request.resource_spans:
@@ -62,6 +63,13 @@ def result_rows(request: Any, *, marked_only: bool = True) -> tuple[list[dict[st
                 for key, name in (("input.value", "query"), ("output.value", "response")):
                     if key in attributes:
                         row[name] = attributes[key]
+                explanations = {
+                    metric: attributes[f"evaluations.{metric}.explanation"]
+                    for metric in scores
+                    if f"evaluations.{metric}.explanation" in attributes
+                }
+                if explanations:  # what the judge answered, where a score alone does not say it
+                    row["explanations"] = explanations
                 documents = result_documents(attributes)
                 if documents:
                     row["documents"] = documents

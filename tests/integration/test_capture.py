@@ -16,9 +16,11 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from agent.cli import main
+from agent.trust.labels import parse_label_lines
 from tests.support.agent_process import AgentProcess
 from tests.support.kafka_agent import kafka_agent
 from tests.support.kafka_broker import Broker, consume_all, produce_otlp
+from tests.support.llm_server import FakeLLMServer, criterion_answer
 from tests.support.spans import PARIS_RESPONSE, USEFUL, USELESS, hexid, openinference_single_span
 
 pytestmark = pytest.mark.integration
@@ -199,3 +201,93 @@ def test_capture_reads_the_kafka_results_topic(broker: Broker, tmp_path: Path) -
     assert rows[bad["answer"]]["failing"] == ["faithfulness"]
     assert rows[bad["retrieval"]]["scores"] == {"context_precision": 0.0, "faithfulness": 0.0}
     assert rows[bad["answer"]]["question"] == "Capital of France? (checkout, bad)"
+
+
+NAMES_PARIS = {
+    "name": "names_paris",
+    "question": "Is Paris the capital given?",
+    "reads": ["response"],
+    "scale": "1-5",
+    "anchors": {1: "another city", 5: "Paris, plainly"},
+}
+
+
+def test_a_custom_criterion_is_the_capture_key_and_its_answer_travels_to_the_labeller(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An agent judging with the LLM judge (the test LLM server) scores a custom criterion; capture
+    ranks by it, and the judge's answer rides on the captured item and through label-queue."""
+    question = str(NAMES_PARIS["question"])
+    good, wrong = (criterion_answer(question, "1-5", text) for text in (PARIS_RESPONSE, BAD_ANSWER))
+    assert (good, wrong) == (4, 2)  # the server's answers: 0.75 and 0.25
+    results = tmp_path / "results.jsonl"
+    with FakeLLMServer() as server:
+        agent = AgentProcess(
+            env={"RAGPULSE_METRICS": "faithfulness", "RAGPULSE_CRITERIA": json.dumps([NAMES_PARIS]),
+                 "RAGPULSE_JUDGE_MODEL": "openai/ragpulse-test-judge",
+                 "RAGPULSE_JUDGE_API_BASE": server.api_base,
+                 "RAGPULSE_JUDGE_API_KEY": "test-key", "RAGPULSE_RESULTS_FILE": str(results),
+                 "RAGPULSE_RESULTS_INCLUDE_TEXT": "true"}
+        )  # fmt: skip
+        spans, bad = traffic()
+        try:
+            agent.wait_ready()
+            send(agent.traces_url, spans)
+            scraped = agent.wait_for(lambda s: s.total("ragpulse_score_count") >= 16, timeout=60)
+        finally:
+            agent.stop()
+            agent.kill()
+    assert scraped.total("ragpulse_score_count") == 16, agent.log()  # 8 interactions x 2 metrics
+
+    # The criterion as the only threshold: exactly the wrong answer, with the judge's answer.
+    captured = tmp_path / "captured.jsonl"
+    code = main(
+        ["capture", "--results-file", str(results), "--below", "names_paris=0.5", "--out", str(captured)]
+    )
+    assert code == 0
+    assert "capture: 1 of 8 interactions from" in capsys.readouterr().err
+    (row,) = lines(captured)
+    assert row["id"] == bad["answer"] and row["response"] == BAD_ANSWER
+    assert row["scores"]["names_paris"] == 0.25 and row["failing"] == ["faithfulness", "names_paris"]
+    assert row["explanations"] == {"names_paris": "answered 2 of 5"}  # faithfulness has no answer text
+    assert row["labels"] == {"faithfulness": None, "names_paris": None}
+
+    # Ranked by the criterion alone (--metric), the worst of each service and route: checkout's
+    # wrong answer; search answered well everywhere (4 of 5), so its worst is one of those.
+    worst = tmp_path / "worst.jsonl"
+    code = main(["capture", "--results-file", str(results), "--worst", "1", "--metric", "names_paris",
+                 "--out", str(worst)])  # fmt: skip
+    assert code == 0
+    by_service = {r["service"]: r for r in lines(worst)}
+    assert by_service["checkout"]["id"] == bad["answer"]
+    assert by_service["search"]["scores"]["names_paris"] == 0.75
+    # Its criterion score is not failing, so no explanation is carried for it.
+    assert "names_paris" not in by_service["search"]["failing"]
+    assert "names_paris" not in by_service["search"].get("explanations", {})
+
+    # label-queue, from the captured items and from the results file: the answer goes along.
+    queue = tmp_path / "queue.jsonl"
+    code = main(
+        ["label-queue", str(captured), "--fraction", "1", "--inputs", str(captured), "--out", str(queue)]
+    )
+    assert code == 0
+    (queued,) = lines(queue)
+    assert queued["interaction_id"] == bad["answer"] and queued["scores"]["names_paris"] == 0.25
+    assert queued["explanations"] == {"names_paris": "answered 2 of 5"} and queued["response"] == BAD_ANSWER
+    from_file = tmp_path / "from-file.jsonl"
+    code = main(["label-queue", "--results-file", str(results), "--fraction", "1", "--out", str(from_file)])
+    assert code == 0
+    every = {r["interaction_id"]: r for r in lines(from_file)}
+    assert every[bad["answer"]]["explanations"] == {"names_paris": "answered 2 of 5"}
+    assert {r["explanations"]["names_paris"] for i, r in every.items() if i != bad["answer"]} == {
+        "answered 4 of 5"
+    }
+
+    # A person's label on the criterion reads back as a label of that metric, with the score.
+    labelled = tmp_path / "labelled.jsonl"
+    labelled.write_text(json.dumps({**queued, "labels": {"faithfulness": None, "names_paris": 0.0}}) + "\n")
+    found, unlabelled = parse_label_lines(labelled.read_text().strip(), "person")
+    assert unlabelled == 1
+    assert [(x.interaction_id, x.metric, x.value, x.score) for x in found] == [
+        (bad["answer"], "names_paris", 0.0, 0.25)
+    ]

@@ -391,6 +391,66 @@ def test_eval_scores_criteria_from_the_config_file_in_the_combined_call(
     assert run.returncode == 4 and "gate failed: capital_described: mean 0.375" in run.stderr, run.stderr
 
 
+FRUIT = {
+    "name": "mentions_fruit",
+    "question": "Does the response mention bananas or potassium?",
+    "reads": ["response"],
+    "higher_is_better": False,
+}
+
+
+def _criterion_verdicts(entry: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {v["question"]: v for v in entry["verdicts"] if v["question"].startswith("criterion ")}
+
+
+def test_eval_shows_each_criterion_verdict_in_the_summary_the_report_and_the_comparison(
+    fake: FakeLLMServer, tmp_path: Path
+) -> None:
+    config = tmp_path / "ragpulse.yaml"
+    config.write_text(yaml.safe_dump({"criteria": [CAPITAL, BANANAS, FRUIT]}))
+    env, data = _env(fake, config), _eval_set(tmp_path)
+    metrics = "faithfulness,capital_described,mentions_bananas,mentions_fruit"
+    run = ragpulse_eval(str(data), "--out", str(tmp_path / "one"), "--metrics", metrics, env=env)
+    assert run.returncode == 0, run.stderr
+    weakest = json.loads((tmp_path / "one" / "summary.json").read_text())["weakest"]
+    # The off-topic answer is the weakest: 1 of 5 on the capital, and fruit where none should be.
+    assert [w["id"] for w in weakest] == ["off_topic", "on_topic"]
+    assert weakest[0]["scores"] == {
+        "faithfulness": 1.0, "capital_described": 0.0, "mentions_bananas": 1.0, "mentions_fruit": 0.0,
+    }  # fmt: skip
+    assert _criterion_verdicts(weakest[0]) == {
+        "criterion capital_described": {"question": "criterion capital_described",
+            "about": CAPITAL["question"], "verdict": "1 of 5", "passes": False, "score": 0.0},
+        "criterion mentions_bananas": {"question": "criterion mentions_bananas",
+            "about": BANANAS["question"], "verdict": "yes", "passes": True, "score": 1.0},
+        # Lower is better: the judge's "yes" is the failing answer, scored 0.
+        "criterion mentions_fruit": {"question": "criterion mentions_fruit",
+            "about": FRUIT["question"], "verdict": "yes", "passes": False, "score": 0.0},
+    }  # fmt: skip
+    assert _criterion_verdicts(weakest[1])["criterion capital_described"]["verdict"] == "4 of 5"
+    assert _criterion_verdicts(weakest[1])["criterion mentions_fruit"]["verdict"] == "no"
+    # The built-in verdicts are there too: the off-topic answer's claim, which a chunk supports.
+    assert [v["verdict"] for v in weakest[0]["verdicts"] if v["question"] == "claim supported"] == ["yes"]
+    report = (tmp_path / "one" / "report.html").read_text()
+    shown = report[report.index('id="weakest"') :]
+    assert shown.count("criterion capital_described") == 2 and '<span class="no">1 of 5</span>' in shown
+    assert '<span class="yes">4 of 5</span>' in shown and '<span class="no">yes</span>' in shown
+
+    # A/B: A answered on topic everywhere; B's off-topic item got worse, and each side shows
+    # what the judge answered for each criterion.
+    good = tmp_path / "good.jsonl"
+    good.write_text("".join(json.dumps({**row, "response": RESPONSE}) + "\n" for row in read_jsonl(data)))
+    run = ragpulse_eval(str(good), str(data), "--compare", "--out", str(tmp_path / "ab"),
+                        "--metrics", metrics, env=env)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    report = (tmp_path / "ab" / "report.html").read_text()
+    changed = report[report.index('class="changed"') : report.index('id="summary"')]
+    side_a, side_b = changed.split("<h4>A</h4>")[1].split("<h4>B</h4>")
+    assert "off_topic" in changed and "on_topic" not in changed
+    assert '<span class="yes">4 of 5</span>' in side_a and '<span class="yes">no</span>' in side_a
+    assert '<span class="no">1 of 5</span>' in side_b and '<span class="no">yes</span>' in side_b
+
+
 def test_the_local_judge_refuses_criteria_in_one_line_before_any_work(
     fake: FakeLLMServer, tmp_path: Path
 ) -> None:
@@ -406,7 +466,7 @@ def test_the_local_judge_refuses_criteria_in_one_line_before_any_work(
     assert not (tmp_path / "out").exists()
 
 
-def test_with_graded_confidence_the_built_in_scores_are_graded_and_the_criteria_kept(
+def test_with_graded_confidence_a_binary_criterion_is_its_probability_of_yes(
     fake: FakeLLMServer,
 ) -> None:
     fake.flag_probability = 0.9  # p(chosen flag) of every 0/1 in the answer, criteria's included
@@ -424,8 +484,26 @@ def test_with_graded_confidence_the_built_in_scores_are_graded_and_the_criteria_
     # The built-in verdicts are graded: usefulness (no, yes) read as (0.1, 0.9) gives
     # CP = (0.1 x 0.1 + 0.5 x 0.9) / 1.0 = 0.46, where binary verdicts give 0.5 ...
     assert results["context_precision"] == pytest.approx(0.46)
-    # ... and the criteria are the judge's answers, as without log-probabilities.
-    assert results["capital_described"] == 0.75 and results["mentions_bananas"] == 1.0
+    # ... the binary criterion is p(yes) at its answer token, where 0 / 1 gave 1.0 ...
+    assert results["mentions_bananas"] == pytest.approx(0.9)
+    # ... and the 1-5 criterion is the judge's answer (4 of 5), as without log-probabilities.
+    assert results["capital_described"] == 0.75
+    # Asked alone (judge_criteria), the binary criterion is graded too; a "no" is 1 - p(no).
+    fake.reset()
+    fake.flag_probability = 0.8
+    try:
+        configured = settings(fake, [BANANAS, CAPITAL], judge_structured_output="auto")
+        judge = build_judge(configured, Telemetry(CollectorRegistry()).judge)
+        criteria_only = Evaluator([CriterionMetric(c) for c in configured.criteria], judge)
+        alone = scored(asyncio.run(criteria_only.evaluate(interaction())))
+    finally:
+        fake.flag_probability = None
+    assert dict(fake.stats.by_kind) == {"judge_criteria": 1}
+    assert alone == {"mentions_bananas": pytest.approx(0.8), "capital_described": 0.75}
+    # Without log-probabilities, exactly 0 / 1 as before.
+    fake.reset()
+    binary = scored(asyncio.run(evaluator(settings(fake, [BANANAS, CAPITAL])).evaluate(interaction())))
+    assert binary["mentions_bananas"] == 1.0 and binary["capital_described"] == 0.75
 
 
 def test_the_canary_compares_a_criterion_with_its_human_labels(fake: FakeLLMServer, tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ import pytest
 
 from agent.report.demo import demo_page
 from tests.support.browser import chromium_path, visit_page
+from tests.support.llm_server import FakeLLMServer
 from tests.support.repo import ROOT
 
 pytestmark = [
@@ -91,6 +92,58 @@ def test_eval_report_with_comparison(tmp_path: Path) -> None:
     assert visit.results["headers_aligned"] is True
     assert visit.results["bars_inside"] is True
     assert visit.screenshot.startswith(b"\x89PNG")
+
+
+# Per criterion row of the weakest items: (item, question, the verdict as shown, its colour class, score).
+CRITERION_ROWS = (
+    "[...document.querySelectorAll('#weakest details')].flatMap(d => [...d.querySelectorAll('tr')]"
+    ".filter(tr => tr.cells[0] && tr.cells[0].textContent.startsWith('criterion '))"
+    ".map(tr => [d.querySelector('summary b').textContent, tr.cells[0].textContent,"
+    " tr.cells[1].innerText, tr.cells[1].querySelector('span').className, tr.cells[2].textContent,"
+    " getComputedStyle(tr.cells[1].querySelector('span')).color]))"
+)
+
+
+def test_eval_report_shows_each_criterion_verdict(tmp_path: Path) -> None:
+    """A custom criterion's answers in the weakest items, as Chromium draws them: the judge's
+    own answer (yes / no, the point of 1-5), coloured by whether it counts for the score."""
+    criteria = [
+        {"name": "capital_described", "question": "Is Paris described as the capital of France?",
+         "reads": ["response"], "scale": "1-5", "anchors": {1: "not at all", 5: "exactly so"}},
+        {"name": "mentions_fruit", "question": "Does the response mention bananas or potassium?",
+         "reads": ["response"], "higher_is_better": False},
+    ]  # fmt: skip
+    config = tmp_path / "ragpulse.yaml"
+    config.write_text(json.dumps({"criteria": criteria}))  # JSON is YAML
+    data = tmp_path / "set.jsonl"
+    data.write_text(
+        json.dumps({"id": "paris", "question": "Capital of France?", "contexts": ["Paris is the capital."],
+                    "response": "Paris is the capital of France."}) + "\n"
+        + json.dumps({"id": "fruit", "question": "Capital of France?", "contexts": ["Paris is the capital."],
+                      "response": "Bananas are rich in potassium."}) + "\n"
+    )  # fmt: skip
+    with FakeLLMServer() as server:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RAGPULSE_")}
+        env |= {"RAGPULSE_CONFIG": str(config), "RAGPULSE_JUDGE_MODEL": "openai/ragpulse-test-judge",
+                "RAGPULSE_JUDGE_API_BASE": server.api_base, "RAGPULSE_JUDGE_API_KEY": "test-key"}  # fmt: skip
+        run = subprocess.run(
+            [sys.executable, "-m", "agent", "eval", str(data), "--out", str(tmp_path / "out"),
+             "--metrics", "faithfulness,capital_described,mentions_fruit"],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    visit = visit_page(tmp_path / "out" / "report.html", {**CHECKS, "criteria": CRITERION_ROWS})
+    _keep("eval-report-criteria.png", visit.screenshot)
+    assert visit.console_errors == [] and visit.results["fetched"] == []
+    assert visit.results["fits"] is True and visit.results["headers_aligned"] is True
+    green, red = "rgb(16, 120, 47)", "rgb(179, 38, 30)"  # .yes and .no (agent/report/html.py)
+    assert visit.results["criteria"] == [
+        # The weakest first: 1 of 5, and a "yes" to a lower-is-better question, both in red.
+        ["fruit", "criterion capital_described", "1 of 5", "no", "0.00", red],
+        ["fruit", "criterion mentions_fruit", "yes", "no", "0.00", red],
+        ["paris", "criterion capital_described", "4 of 5", "yes", "0.75", green],
+        ["paris", "criterion mentions_fruit", "no", "yes", "1.00", green],
+    ]
 
 
 def test_demo_report(tmp_path: Path) -> None:

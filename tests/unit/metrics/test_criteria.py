@@ -10,7 +10,7 @@ import pytest
 
 from agent.judges.base import CriterionInputs, JudgeError
 from agent.judges.local import LexicalJudge
-from agent.metrics.criteria import CriterionMetric, criterion_inputs, criterion_score
+from agent.metrics.criteria import CriterionMetric, answer_text, criterion_inputs, criterion_score
 from agent.model import Chunk, Criterion, Outcome, RagInteraction, Verdict
 
 TONE = Criterion(
@@ -133,3 +133,14 @@ def test_inputs_read_by_criteria_hold_nothing_else() -> None:
     assert inputs.read_by([TONE]) == CriterionInputs("", "r", (), None)
     grounded = Criterion("grounded", "Q?", ("context", "reference"))
     assert inputs.read_by([TONE, grounded]) == CriterionInputs("", "r", ("c1", "c2"), "ref")
+
+
+def test_the_explanation_is_the_judges_answer_as_given() -> None:
+    tone = Criterion("tone", "How courteous?", scale="1-5", anchors={1: "rude", 3: "neutral", 5: "warm"})
+    guess = Criterion("speculation", "Does it guess?", higher_is_better=False)
+    assert answer_text(tone, Verdict(True, score=0.5)) == "answered 3 of 5 (neutral)"
+    assert answer_text(tone, Verdict(False, score=0.25)) == "answered 2 of 5"  # no anchor for 2
+    # The answer as given, whichever way the criterion scores it; the confidence when graded.
+    assert answer_text(guess, Verdict(True)) == "answered yes"
+    assert answer_text(guess, Verdict(False, score=0.17)) == "answered no (p(yes) 0.17)"
+    assert answer_text(guess, Verdict(True, reason="invents a date")) == "answered yes: invents a date"

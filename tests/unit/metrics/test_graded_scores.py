@@ -23,6 +23,7 @@ from agent.judges.cache import (
 )
 from agent.judges.confidence import Completion, Token, flag_probabilities, graded, tokens_of, yes_probability
 from agent.judges.local import LexicalJudge
+from agent.judges.questions import criterion_verdicts
 from agent.metrics import (
     answer_correctness_score,
     context_precision_at_k,
@@ -34,7 +35,8 @@ from agent.metrics import (
 )
 from agent.metrics.answer import Faithfulness
 from agent.metrics.context import ContextPrecision, ContextRelevancy
-from agent.model import Chunk, Outcome, RagInteraction, Verdict
+from agent.metrics.criteria import criterion_score
+from agent.model import Chunk, Criterion, Outcome, RagInteraction, Verdict
 
 LITERATURE = [
     ([0, 1, 1, 0, 0], 0.5833),
@@ -263,6 +265,60 @@ def test_graded_interaction_answer() -> None:
     assert consistent[0][0].useful.score == 0.6
     assert consistent[1][0].supported.score == 0.6 and consistent[1][0].relevant.score == pytest.approx(0.4)
     assert isinstance(InteractionVerdicts(tuple(consistent[0]), tuple(consistent[1])), InteractionVerdicts)
+
+
+def _criteria() -> list[Criterion]:
+    return [
+        Criterion("cites_policy", "Does it cite the policy?"),
+        Criterion("tone", "How courteous is it?", scale="1-5", anchors={1: "rude", 5: "warm"}),
+        Criterion("speculation", "Does it guess?", higher_is_better=False),
+    ]
+
+
+def test_binary_criteria_are_graded_from_their_flags_and_1_to_5_answers_kept() -> None:
+    content = json.dumps({"criteria": {"cites_policy": 1, "tone": 1, "speculation": 0}})
+    criteria = _criteria()
+    answers, problems = criterion_verdicts(json.loads(content), criteria)
+    assert not problems
+    completion = Completion(content, _tokens(content, 0.8))
+    # The 1-5 answer "1" is a token like a flag, yet it is no yes/no: only the binary names count.
+    assert flag_probabilities(completion, ["cites_policy", "speculation"]) == {
+        "cites_policy": [0.8],
+        "speculation": [pytest.approx(0.2)],
+    }
+    scored = graded(answers, completion)
+    assert scored["cites_policy"].score == 0.8 and scored["speculation"].score == pytest.approx(0.2)
+    assert scored["tone"] == answers["tone"] and scored["tone"].score == 0.0
+    by_name = {c.name: c for c in criteria}
+    scores = {n: criterion_score(v, by_name[n].higher_is_better) for n, v in scored.items()}
+    assert scores == {"cites_policy": 0.8, "tone": 0.0, "speculation": pytest.approx(0.8)}
+    # Without log-probabilities the answers stay 0 / 1, exactly as before.
+    assert graded(answers, Completion(content)) is answers
+    assert [criterion_score(answers[n], by_name[n].higher_is_better) for n in by_name] == [1.0, 0.0, 1.0]
+
+
+def test_criteria_riding_in_the_combined_answer_are_graded_with_it() -> None:
+    content = json.dumps(
+        {
+            "chunks": {"1": {"useful": 1}},
+            "claims": [{"supported": 1}],
+            "criteria": {"cites_policy": 0, "tone": 5},
+        }
+    )
+    answer = InteractionVerdicts(
+        (ChunkAssessment(Verdict(True), Verdict(True), 1, 1),),
+        (ClaimVerdict(Verdict(True)),),
+        {"cites_policy": Verdict(False), "tone": Verdict(True, score=1.0)},
+    )
+    scored = graded(answer, Completion(content, _tokens(content, 0.7)))
+    assert scored.claims[0].supported.score == 0.7
+    assert scored.criteria["cites_policy"].score == pytest.approx(0.3)
+    assert scored.criteria["tone"].score == 1.0
+    # A criterion answer that contradicts its flag's probability: the whole answer stays binary.
+    wrong = InteractionVerdicts(
+        answer.chunks, answer.claims, {**answer.criteria, "cites_policy": Verdict(True)}
+    )
+    assert graded(wrong, Completion(content, _tokens(content, 0.7))) is wrong
 
 
 # -- the cache -------------------------------------------------------------------------------------
