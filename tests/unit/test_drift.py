@@ -109,7 +109,8 @@ def test_a_held_alarm_clears_once_the_cusum_falls_below_half_its_threshold() -> 
         detector.update(value)
     rng = random.Random(5)
     recovered = [
-        detector.update(context_precision_at_k([rng.random() < 0.6 for _ in range(5)]) or 0.0) for _ in range(600)
+        detector.update(context_precision_at_k([rng.random() < 0.6 for _ in range(5)]) or 0.0)
+        for _ in range(600)
     ]
     cleared = next(i for i, state in enumerate(recovered) if not state.detected)
     assert all(state.detected for state in recovered[:cleared])
