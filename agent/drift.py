@@ -12,6 +12,11 @@ shift, so that a baseline learnt from an unlucky first sample corrects itself an
 movement does not alarm, while a sudden drop is caught long before it could be absorbed. Slow
 decline over days is for the Prometheus alert rules that compare long windows.
 
+An alarm has hysteresis: it is raised when both tests agree and then held until the CUSUM falls
+below half its threshold (the level at which the baseline adapts again), not dropped the moment
+one score brings S under h or the window's p-value over alpha. Without it a detector at the
+threshold raises and clears its alarm on alternate scores, several times within one batch.
+
 `score`, exported for dashboards, is S / h: 1.0 is the CUSUM's alarm threshold.
 Pure logic: no clocks, no I/O. `snapshot()` and `DriftDetector.restore()` turn a detector's state
 into a JSON-able mapping and back, so that agent/exporters/drift.py can keep it in Redis across restarts.
@@ -35,6 +40,7 @@ STATE_VERSION = 1
 _SLACK = 0.375  # CUSUM slack, in baseline standard deviations
 _BASELINE_HORIZON = 5000  # scores the adapting baseline averages over
 _MIN_SIGMA = 0.05  # smallest σ₀ used, so a constant baseline does not turn every wobble into a large z
+_CLEAR = 0.5  # an alarm holds until the score (S / h) falls below this; the baseline adapts below it too
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +77,7 @@ def _parameters(settings: DriftSettings, batch: int) -> _Parameters:
 class DriftState:
     ready: bool  # baseline complete
     score: float  # CUSUM statistic over its threshold; ≥ 1 means the CUSUM alarms
-    detected: bool  # CUSUM alarm confirmed by the window test
+    detected: bool  # raised: CUSUM alarm confirmed by the window test; held while score ≥ 0.5
     baseline_mean: float | None
     window_mean: float | None
     p_value: float | None
@@ -94,6 +100,7 @@ class DriftDetector:
         self._m2 = 0.0  # Welford's running sum of squared deviations while learning the baseline
         self._variance = 0.0
         self._cusum = 0.0
+        self._alarmed = False
         self._window: deque[float] = deque(maxlen=self.params.window)
         self._window_sum = 0.0
         self._window_squares = 0.0
@@ -129,7 +136,7 @@ class DriftDetector:
         # Capped so that recovery after a long incident takes as long as detection did.
         self._cusum = min(max(0.0, self._cusum + z - config.slack), 2.0 * config.threshold)
         score = self._cusum / config.threshold
-        if score < 0.5:
+        if score < _CLEAR:
             # No evidence of a shift: let the baseline follow slowly (EW mean and variance).
             weight = 1.0 / config.baseline_horizon
             delta = value - self._mean
@@ -146,8 +153,11 @@ class DriftDetector:
                 sigma**2 / config.baseline_size + max(window_var, config.min_sigma**2) / len(self._window)
             )
             p_value = _normal_sf((self._mean - window_mean) / standard_error)
-        detected = score >= 1.0 and p_value is not None and p_value < config.alpha
-        return DriftState(True, score, detected, self._mean, window_mean, p_value)
+        if self._alarmed:
+            self._alarmed = score >= _CLEAR
+        else:
+            self._alarmed = score >= 1.0 and p_value is not None and p_value < config.alpha
+        return DriftState(True, score, self._alarmed, self._mean, window_mean, p_value)
 
     def snapshot(self) -> dict[str, Any]:
         """The detector's state as plain JSON values (restore with `DriftDetector.restore`)."""
@@ -158,6 +168,7 @@ class DriftDetector:
             "m2": self._m2,
             "variance": self._variance,
             "cusum": self._cusum,
+            "alarmed": self._alarmed,
             "window": list(self._window),
             # The running sums, so that a restored detector continues bit for bit.
             "window_sum": self._window_sum,
@@ -180,6 +191,8 @@ class DriftDetector:
             detector._m2 = float(state["m2"])
             detector._variance = float(state["variance"])
             detector._cusum = float(state["cusum"])
+            # Absent from states saved before alarms held: the next score raises it again if due.
+            detector._alarmed = bool(state.get("alarmed", False))
             window = [float(v) for v in state["window"]]
         except (KeyError, TypeError) as exc:
             raise ValueError(f"malformed drift state: {exc!r}") from None

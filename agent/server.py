@@ -129,7 +129,16 @@ class MetricsServer:
             await self._runner.cleanup()
             raise listen_error("metrics_listen", self._host, self._port, exc) from None
         self.bound_port = self._runner.addresses[0][1]
-        log.info("metrics on %s://%s:%d/metrics", security.scheme, self._host, self.bound_port)
+        log.info("metrics on %s/metrics", self.url)
+
+    @property
+    def url(self) -> str | None:
+        """scheme://host:port once started, with the port it bound (metrics_listen's port 0 means
+        any free one)."""
+        if self.bound_port is None:
+            return None
+        host = f"[{self._host}]" if ":" in self._host else self._host
+        return f"{self._security.scheme}://{host}:{self.bound_port}"
 
     async def flush(self) -> None:
         """Nothing held: the registry is scraped."""

@@ -23,7 +23,10 @@ from agent.config import Settings
 from agent.demo.state import DemoState
 from agent.demo.traffic import Phase, Schedule, SpanEmitter, TrafficModel
 from agent.infra.stopping import stop_on_signals
+from agent.pipeline import Agent
 from agent.scoreboard import Scoreboard
+from agent.server import MetricsServer
+from agent.sources.otlp_http import http_receiver
 from agent.telemetry import DemoTelemetry
 
 log = logging.getLogger(__name__)
@@ -160,12 +163,15 @@ def run_demo(settings: Settings, *, duration: float | None, regress_after: float
     async def main() -> None:
         stop = stop_on_signals()
         await agent.start()
+        # Where the agent listens now: the ports it bound, which differ from the settings' for a
+        # port of 0 (any free port).
+        receiver, metrics_url = listening(agent, settings)
+        console.print(banner(metrics_url), highlight=False)
         # The demo's clock starts with the traffic, once the agent is up (an LLM judge's client
         # alone can take seconds to import): durations and the regression time count from here.
         started = time.monotonic()
         recorder.restart_clock(started)
-        host, port = settings.otlp.address
-        emitter = SpanEmitter(f"http://{host}:{port}")
+        emitter = SpanEmitter(receiver)
         generator = asyncio.create_task(
             generate(emitter, TrafficModel(seed), schedule, rate, started, duration, on_phase, time_scale)
         )
@@ -183,20 +189,33 @@ def run_demo(settings: Settings, *, duration: float | None, regress_after: float
         await agent.shutdown()
         state.poll_drift()
 
-    metrics_host, metrics_port = settings.server.address
-    console.print(
-        f"ragpulse demo: judge [bold]{settings.judge.model}[/], {rate:g} interactions/s, "
-        + ("" if time_scale == 1 else f"demo clock {time_scale:g}x the wall clock, ")
-        + f"/metrics on http://{metrics_host}:{metrics_port}/metrics, regression at "
-        f"{'never' if regress_after is None else f'{regress_after:g}s'}"
-        + ("" if duration is None else f", {duration:g}s in all (Ctrl-C ends it early)"),
-        highlight=False,
-    )
+    def banner(metrics_url: str) -> str:
+        return (
+            f"ragpulse demo: judge [bold]{settings.judge.model}[/], {rate:g} interactions/s, "
+            + ("" if time_scale == 1 else f"demo clock {time_scale:g}x the wall clock, ")
+            + f"/metrics on {metrics_url}/metrics, regression at "
+            f"{'never' if regress_after is None else f'{regress_after:g}s'}"
+            + ("" if duration is None else f", {duration:g}s in all (Ctrl-C ends it early)")
+        )
+
     asyncio.run(main())
     paths = write_demo_report(state, out_dir)
     console.print(summary_line(state), highlight=False)
     console.print(f"report: {paths[0]}  chart: {paths[1]}  data: {paths[2]}", highlight=False)
     return 0
+
+
+def listening(agent: Agent, settings: Settings) -> tuple[str, str]:
+    """The base URLs of the started agent's OTLP/HTTP receiver and /metrics, with the ports they
+    bound; the settings' addresses where the agent has no such listener."""
+    receiver = http_receiver(agent.source)
+    server = next((c for c in agent.components if isinstance(c, MetricsServer)), None)
+    otlp_host, otlp_port = settings.otlp.address
+    metrics_host, metrics_port = settings.server.address
+    return (
+        (receiver.url if receiver is not None else None) or f"http://{otlp_host}:{otlp_port}",
+        (server.url if server is not None else None) or f"http://{metrics_host}:{metrics_port}",
+    )
 
 
 def summary_line(state: DemoState) -> str:

@@ -124,6 +124,7 @@ class OtlpGrpcSource:
     ) -> None:
         self._interceptors = tuple(interceptors)  # e.g. the bearer-token check
         self._address = f"{host}:{port}"
+        self._host = host
         self._max_body_bytes = max_body_bytes
         self._refused = refused
         self._credentials = credentials
@@ -168,7 +169,8 @@ class OtlpGrpcSource:
             )
         )
         await self._server.start()
-        log.info("OTLP/gRPC receiver on %s (port %d)", self._address, self.bound_port)
+        # The port bound, not the one asked for: port 0 means any free port.
+        log.info("OTLP/gRPC receiver on %s:%d", self._host, self.bound_port)
 
     def ready(self) -> bool:
         return self._server is not None

@@ -45,6 +45,7 @@ from agent.otlp.decode import DecodedRequest, Encoding, UndecodableError, decode
 from agent.otlp.logs import DecodedLogs, decode_logs
 from agent.sources import refusals
 from agent.sources.base import Intake, Source
+from agent.sources.composite import CompositeSource
 from agent.sources.handover import ACCEPT_SLICE_SPANS, DECODE_INLINE_BYTES, InFlight, slices
 from agent.sources.refusals import RateLimitFilter, Refusals
 from agent.telemetry import IntakeTelemetry
@@ -216,7 +217,16 @@ class OtlpHttpSource:
             await self._runner.cleanup()
             raise listen_error("otlp_listen", self._host, self._port, exc) from None
         self.bound_port = self._runner.addresses[0][1]
-        log.info("OTLP/HTTP receiver on %s://%s:%d/v1/traces", security.scheme, self._host, self.bound_port)
+        log.info("OTLP/HTTP receiver on %s/v1/traces", self.url)
+
+    @property
+    def url(self) -> str | None:
+        """scheme://host:port of the receiver once started, with the port it bound (otlp_listen's
+        port 0 means any free one), for a client in this process such as the demo's traffic."""
+        if self.bound_port is None:
+            return None
+        host = f"[{self._host}]" if ":" in self._host else self._host
+        return f"{self._security.scheme}://{host}:{self.bound_port}"
 
     def ready(self) -> bool:
         return self._runner is not None
@@ -368,6 +378,15 @@ class OtlpHttpSource:
         return _status_response(413, code_pb2.INVALID_ARGUMENT, message, encoding, refusals.TOO_LARGE)
 
 
+def http_receiver(source: Source) -> OtlpHttpSource | None:
+    """The OTLP/HTTP receiver of `source` (alone, or beside OTLP/gRPC in a composite), if any."""
+    if isinstance(source, OtlpHttpSource):
+        return source
+    if isinstance(source, CompositeSource):
+        return next((s for s in source.sources if isinstance(s, OtlpHttpSource)), None)
+    return None
+
+
 def build(section: OtlpSettings, telemetry: IntakeTelemetry) -> Source:
     """The embedded receivers of `section`: OTLP/HTTP, and OTLP/gRPC beside it unless disabled,
     with the same TLS, mTLS and bearer-token settings (refusals counted with the receivers'
@@ -384,7 +403,6 @@ def build(section: OtlpSettings, telemetry: IntakeTelemetry) -> Source:
     if section.grpc_address is None:
         return http
     # Imported here so that disabling gRPC never loads grpcio.
-    from agent.sources.composite import CompositeSource
     from agent.sources.grpc_security import interceptors, server_credentials
     from agent.sources.otlp_grpc import SOURCE as GRPC_SOURCE
     from agent.sources.otlp_grpc import OtlpGrpcSource

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import socket
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -96,3 +97,56 @@ def test_the_collectors_ports_are_named_as_such() -> None:
         "defaults); choose another HOST:PORT with RAGPULSE_OTLP_GRPC_LISTEN "
         "or --set otlp_grpc_listen=HOST:PORT"
     )
+
+
+def test_port_0_means_any_free_port_and_the_log_names_the_one_bound() -> None:
+    """`ragpulse run` with every listener on port 0: each binds a free port and logs it, and the
+    logged ports are where the agent answers: /readyz, an OTLP/HTTP export, an OTLP/gRPC export."""
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    from tests.support.net import http_get, scrape
+    from tests.support.spans import record_spans
+
+    agent = AgentProcess(
+        args=["--otlp-listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"],
+        env={"RAGPULSE_OTLP_GRPC_LISTEN": "127.0.0.1:0"},
+    )
+    try:
+        deadline = time.monotonic() + 60
+        ports: dict[str, int] = {}
+        while len(ports) < 3:
+            assert agent.process.poll() is None and time.monotonic() < deadline, agent.log()
+            for name, pattern in BOUND.items():
+                found = re.search(pattern, agent.log())
+                if found:
+                    ports[name] = int(found[1])
+            time.sleep(0.1)
+        assert 0 not in ports.values() and len(set(ports.values())) == 3, ports
+        while http_get(f"http://127.0.0.1:{ports['metrics']}/readyz", timeout=2)[0] != 200:
+            assert time.monotonic() < deadline, agent.log()
+            time.sleep(0.1)
+        http = HttpExporter(endpoint=f"http://127.0.0.1:{ports['http']}/v1/traces", timeout=10)
+        grpc = GrpcExporter(endpoint=f"127.0.0.1:{ports['grpc']}", insecure=True, timeout=10)
+        try:
+            assert http.export(record_spans(2, "port-zero")) is SpanExportResult.SUCCESS
+            assert grpc.export(record_spans(3, "port-zero")) is SpanExportResult.SUCCESS
+        finally:
+            http.shutdown()
+            grpc.shutdown()
+        received = scrape(f"http://127.0.0.1:{ports['metrics']}/metrics")
+        assert received.total("ragpulse_spans_received_total", source="otlp_http") == 2
+        assert received.total("ragpulse_spans_received_total", source="otlp_grpc") == 3
+        assert agent.stop() == 0, agent.log()
+    finally:
+        agent.kill()
+    assert ":0/" not in agent.log() and "127.0.0.1:0 " not in agent.log(), agent.log()
+
+
+# The listeners' start-up lines, with the port each bound.
+BOUND = {
+    "metrics": r"metrics on http://127\.0\.0\.1:(\d+)/metrics",
+    "http": r"OTLP/HTTP receiver on http://127\.0\.0\.1:(\d+)/v1/traces",
+    "grpc": r"OTLP/gRPC receiver on 127\.0\.0\.1:(\d+)",
+}

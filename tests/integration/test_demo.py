@@ -190,3 +190,26 @@ def test_a_demo_too_short_to_learn_a_baseline_says_so_and_how_long_is_enough(tmp
     assert match, run.stdout[-2000:]
     assert int(match[1]) < 150 and 40 <= int(match[2]) <= 120
     assert match[0].strip("\n; ") in (tmp_path / "report.html").read_text()
+
+
+def test_a_demo_on_port_0_sends_its_traffic_to_the_ports_it_bound(tmp_path: Path) -> None:
+    """`ragpulse demo --otlp-listen 127.0.0.1:0`: port 0 is any free port, for every listener;
+    the demo's own traffic goes to the port its receiver bound (not to port 80 of a URL with
+    port 0) and its banner names the /metrics port bound."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAGPULSE_")}
+    env["RAGPULSE_OTLP_GRPC_LISTEN"] = "127.0.0.1:0"
+    run = subprocess.run(
+        [sys.executable, "-m", "agent", "demo", "--otlp-listen", "127.0.0.1:0", "--metrics-listen",
+         "127.0.0.1:0", "--duration", "4", "--time-scale", "2", "--out", str(tmp_path)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    output = run.stdout + run.stderr
+    assert run.returncode == 0, output[-3000:]
+    assert "Connection refused" not in output and "Failed to export" not in output, output[-3000:]
+    bound = re.search(r"metrics on (http://127\.0\.0\.1:(\d+))/metrics", output)
+    assert bound and int(bound[2]) != 0, output[-3000:]
+    assert f"/metrics on {bound[1]}/metrics, regression at" in output  # the banner
+    receiver = re.search(r"OTLP/HTTP receiver on http://127\.0\.0\.1:(\d+)/v1/traces", output)
+    assert receiver and int(receiver[1]) != 0, output[-3000:]
+    data = json.loads((tmp_path / "demo.json").read_text())
+    assert data["interactions_scored"] >= 40, data["interactions_scored"]

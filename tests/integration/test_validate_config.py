@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -117,3 +118,25 @@ def test_a_typo_in_the_config_file_is_one_line_with_a_suggestion(tmp_path: Path)
         "  sampling_rat (from config file): unknown setting; did you mean sample_rate? "
         "(`ragpulse validate-config --list` lists every setting)",
     ]
+
+
+def test_the_readme_sample_is_what_the_command_prints(tmp_path: Path) -> None:
+    """README, "Configuration": the sample output of `ragpulse validate-config --config
+    ragpulse.yaml`, with its count of the settings left at their defaults, for the inputs the
+    README states, run in the directory holding ragpulse.yaml as the user would."""
+    readme = (ROOT / "README.md").read_text()
+    inputs = (
+        "With `kafka: {topic: spans}` in `ragpulse.yaml` and `RAGPULSE_JUDGE_MODEL=openai/gpt-4o-mini` in\n"
+        "the environment, `ragpulse validate-config --config ragpulse.yaml` prints"
+    )
+    assert inputs in readme, "README.md no longer states the sample's inputs: update this test"
+    after = readme.split(inputs, 1)[1]
+    sample = re.search(r"^```\n(.*?)^```", after, re.S | re.M)
+    assert sample, "no sample block after the README's inputs"
+    (tmp_path / "ragpulse.yaml").write_text("kafka: {topic: spans}\n")
+    done = ragpulse(
+        "validate-config", "--config", "ragpulse.yaml", cwd=tmp_path,
+        env={"RAGPULSE_JUDGE_MODEL": "openai/gpt-4o-mini", "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == sample[1], f"README.md's sample is out of date; the command prints:\n{done.stdout}"

@@ -226,6 +226,18 @@ def test_validate_config_rejects_what_run_would_reject(
     assert "unknown metric(s) ['nonsense']" in capsys.readouterr().err
 
 
+def test_the_readme_names_every_section_in_order() -> None:
+    """README, "Configuration": the sections a setting sits in, as the code has them."""
+    import re
+
+    from agent.config import SECTIONS
+
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    listed = re.search(r"sits in a section \(([a-z, ]+)\) that YAML may nest", readme)
+    assert listed, "README.md no longer lists the settings sections"
+    assert listed[1].split(", ") == list(SECTIONS)
+
+
 def test_settings_are_read_by_section_and_written_flat_or_nested(tmp_path: Path) -> None:
     config = tmp_path / "ragpulse.yaml"
     config.write_text(

@@ -65,6 +65,18 @@ def test_the_agent_scores_the_default_set_and_says_once_what_is_off_and_how_to_t
     )
 
 
+def test_docs_judges_md_shows_the_start_line_as_the_agent_writes_it(caplog: pytest.LogCaptureFixture) -> None:
+    """docs/judges.md's sample of the start-up line, with its figures, is the line of the defaults."""
+    from tests.support.repo import ROOT
+
+    _, [record] = build_logging(load_settings(environ={}), caplog)
+    shown = [
+        line for line in (ROOT / "docs" / "judges.md").read_text().splitlines()
+        if line.startswith("INFO agent.build: metrics ")
+    ]  # fmt: skip
+    assert shown == [f"INFO agent.build: {record.getMessage()}"]
+
+
 def test_the_line_names_a_setting_that_turns_the_metric_on(caplog: pytest.LogCaptureFixture) -> None:
     """What the line tells the operator to set does score the metric, and then nothing is said."""
     _, records = build_logging(load_settings(environ={}), caplog)

@@ -130,11 +130,6 @@ def test_collector_writes_what_ragpulse_reads() -> None:
 
 
 def test_demo_app_is_a_ragpulse_subcommand() -> None:
-    from agent import cli
-
-    source = Path(cli.__file__).read_text()
-    if '"demo-app"' not in source:
-        pytest.skip("`ragpulse demo-app` is not a subcommand yet (built on the demo-eval branch)")
     command = services()["demo-app"]["command"]
     result = subprocess.run(
         [sys.executable, "-m", "agent", command[0], "--help"], capture_output=True, text=True, timeout=60

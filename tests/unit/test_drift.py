@@ -2,15 +2,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import random
 
 import pytest
 from prometheus_client import CollectorRegistry
 
 from agent.config import DriftSettings
-from agent.drift import DriftDetector
+from agent.drift import DriftDetector, DriftState
 from agent.drift_store import MemoryDriftStore
 from agent.exporters.drift import DriftAggregator
+from agent.metrics import context_precision_at_k
 from agent.model import MetricResult, RagInteraction
 from agent.telemetry import DriftTelemetry
 from tests.support.pipeline import evaluated
@@ -61,6 +63,69 @@ def test_a_constant_baseline_does_not_alarm_on_small_wobbles() -> None:
     for _ in range(300):
         detector.update(1.0)
     assert not any(detector.update(0.98).detected for _ in range(100))
+
+
+# The demo's drift settings (agent/demo/run.py) and a stream of CP@5 scores whose mean drops by
+# about 0.15 after 400 scores: before alarms held, this detector raised its alarm at score 486,
+# cleared it at 500, raised it at 501, cleared it at 504, and so on through the drop.
+DEMO = DriftSettings(baseline_size=150, window=50)
+
+
+def _cp_stream(seed: int = 2) -> list[float]:
+    rng = random.Random(seed)
+
+    def draw(p: float) -> float:
+        value = context_precision_at_k([rng.random() < p for _ in range(5)])
+        assert value is not None
+        return value
+
+    return [draw(0.6) for _ in range(400)] + [draw(0.45) for _ in range(400)]
+
+
+def _transitions(states: list[DriftState]) -> list[tuple[int, bool]]:
+    changes, alarmed = [], False
+    for i, state in enumerate(states):
+        if state.detected != alarmed:
+            alarmed = state.detected
+            changes.append((i, alarmed))
+    return changes
+
+
+def test_an_alarm_is_raised_once_and_held_through_the_drop_not_flapping() -> None:
+    detector = DriftDetector(DEMO)
+    states = [detector.update(v) for v in _cp_stream()]
+    # Raised where both tests first agree (the detection delay is unchanged), then held.
+    assert _transitions(states) == [(486, True)]
+    assert states[486].score >= 1.0 and states[486].p_value is not None and states[486].p_value < DEMO.alpha
+    # Held even where one test alone would have cleared it.
+    held = states[487:]
+    assert any(s.score < 1.0 or (s.p_value or 0) >= DEMO.alpha for s in held)
+    assert all(s.detected for s in held)
+
+
+def test_a_held_alarm_clears_once_the_cusum_falls_below_half_its_threshold() -> None:
+    detector = DriftDetector(DEMO)
+    for value in _cp_stream():
+        detector.update(value)
+    rng = random.Random(5)
+    recovered = [
+        detector.update(context_precision_at_k([rng.random() < 0.6 for _ in range(5)]) or 0.0)
+        for _ in range(600)
+    ]
+    cleared = next(i for i, state in enumerate(recovered) if not state.detected)
+    assert all(state.detected for state in recovered[:cleared])
+    assert not any(state.detected for state in recovered[cleared:])  # cleared once, never raised again
+    assert recovered[cleared].score < 0.5 <= recovered[cleared - 1].score
+
+
+def test_one_batch_of_scores_logs_one_alarm_and_no_clearing(caplog: pytest.LogCaptureFixture) -> None:
+    """The demo's log showed a series' alarm raised and cleared several times within one
+    millisecond: one batch of scores, each one flipping the detector."""
+    aggregator = DriftAggregator(DriftTelemetry(CollectorRegistry()), DEMO)
+    with caplog.at_level(logging.INFO, logger="agent.exporters.drift"):
+        _scores(aggregator, _cp_stream(), metric="context_precision")
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1 and lines[0].startswith("drift: context_precision dropped"), lines
 
 
 def _interaction(route: str) -> RagInteraction:
@@ -115,6 +180,17 @@ def test_a_restored_detector_continues_exactly_where_the_saved_one_was() -> None
     assert [original.update(v) for v in tail] == [restored.update(v) for v in tail]
 
 
+def test_a_restored_detector_keeps_its_alarm_held() -> None:
+    original = DriftDetector(DEMO)
+    for value in _cp_stream()[:490]:
+        original.update(value)
+    assert original.update(_cp_stream()[490]).detected
+    restored = DriftDetector.restore(DEMO, json.loads(json.dumps(original.snapshot())))
+    tail = _cp_stream()[491:]
+    assert [original.update(v) for v in tail] == [restored.update(v) for v in tail]
+    assert all(state.detected for state in [restored.update(v) for v in tail[:20]])
+
+
 @pytest.mark.parametrize(
     "state",
     [{}, {"version": 99}, {"version": 1, "n": "x"}, {"version": 1, "n": 5, "mean": float("nan"),
@@ -126,12 +202,10 @@ def test_a_malformed_state_is_refused(state: dict) -> None:
         DriftDetector.restore(SMALL, state)
 
 
-def _scores(aggregator: DriftAggregator, values: list[float]) -> None:
+def _scores(aggregator: DriftAggregator, values: list[float], metric: str = "faithfulness") -> None:
     async def run() -> None:
         for value in values:
-            await aggregator.export(
-                evaluated(_interaction("a"), [MetricResult.ok("faithfulness", value, judge="j")])
-            )
+            await aggregator.export(evaluated(_interaction("a"), [MetricResult.ok(metric, value, judge="j")]))
 
     asyncio.run(run())
 
