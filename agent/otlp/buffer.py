@@ -10,6 +10,13 @@ the traces to finish. Bounds, all enforced here:
 - `wait_seconds`: a trace older than this is handed back by `expired` to be finished as it is.
 Traces are kept in the order they were opened, so the first is the oldest (eviction, expiry and
 `oldest_sequence` cost O(1) per trace).
+
+`EarlyLinks` holds, within a bound of its own, the links of traces not yet open (a span that
+carries nothing RAG opens no trace, but it may be the root or the step joining a model call to its
+question, arriving first when spans come one by one in any order). `ClosedTraces` remembers the
+ids of the traces recently closed (assembled, given up on or evicted), so that a span arriving
+after its trace was closed is told apart from the first span of a new trace (docs/intake.md,
+"Late spans").
 """
 
 from __future__ import annotations
@@ -139,3 +146,84 @@ class TraceBuffer(Generic[Item]):
     def _release(self, trace: BufferedTrace[Item]) -> None:
         self.pending -= trace.pending
         self.bytes -= trace.size
+
+
+# Trace ids remembered after their trace was closed (docs/limits.md, "Assembler memory").
+MAX_CLOSED_TRACES = 100_000
+# Memory one remembered id costs: its 32-character str and its OrderedDict entry (measured with
+# tracemalloc in tests/unit/otlp/test_late_spans.py at ~190, rounded up).
+CLOSED_TRACE_BYTES = 200
+
+
+class ClosedTraces:
+    """The ids of the last `max_traces` traces closed, oldest forgotten first.
+
+    Bounded by count: at the default 100,000 ids, about 20 MB (`CLOSED_TRACE_BYTES` each). A trace
+    is remembered for as long as it takes `max_traces` more traces to close (100 s at 1,000 traces
+    a second); a span of it arriving later than that opens a new trace, as before. Adding and
+    looking up cost O(1).
+    """
+
+    def __init__(self, max_traces: int = MAX_CLOSED_TRACES) -> None:
+        if max_traces < 1:
+            raise ValueError("ClosedTraces needs room for at least one trace id")
+        self._max = max_traces
+        self._ids: OrderedDict[str, None] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def __contains__(self, trace_id: str) -> bool:
+        return trace_id in self._ids
+
+    def add(self, trace_id: str) -> None:
+        if trace_id in self._ids:
+            return
+        if len(self._ids) >= self._max:
+            self._ids.popitem(last=False)
+        self._ids[trace_id] = None
+
+
+# Links of traces not yet open (docs/limits.md, "Assembler memory").
+MAX_EARLY_LINKS = 10_000
+
+
+class EarlyLinks(Generic[Item]):
+    """Links (items with their estimated size) of traces that are not open yet, by trace id.
+
+    Bounded by count: at most `max_items` items over all traces, the oldest trace's dropped first
+    (at the default 10,000, about 5 MB: a link is ~400 bytes plus its name). They are accounted on
+    arrival (not_rag) by the caller; the trace that opens takes its own with `take`.
+    """
+
+    def __init__(self, max_items: int = MAX_EARLY_LINKS) -> None:
+        self._max = max_items
+        self._traces: OrderedDict[str, dict[str, tuple[Item, int]]] = OrderedDict()
+        self.items = 0
+
+    def __len__(self) -> int:
+        return len(self._traces)
+
+    def add(self, trace_id: str, key: str, item: Item, size: int) -> None:
+        held = self._traces.get(trace_id)
+        if held is None:
+            held = self._traces[trace_id] = {}
+        if key in held or self._max < 1:
+            return
+        held[key] = (item, size)
+        self.items += 1
+        while self.items > self._max:
+            oldest = next(iter(self._traces.values()))
+            oldest.pop(next(iter(oldest)))  # the oldest trace's first link
+            self.items -= 1
+            if not oldest:
+                self._traces.popitem(last=False)
+        if not held and trace_id in self._traces:
+            del self._traces[trace_id]
+
+    def take(self, trace_id: str) -> list[tuple[str, Item, int]]:
+        held = self._traces.pop(trace_id, None)
+        if not held:
+            return []
+        self.items -= len(held)
+        return [(key, item, size) for key, (item, size) in held.items()]
