@@ -151,14 +151,14 @@ class TraceBuffer(Generic[Item]):
 # Trace ids remembered after their trace was closed (docs/limits.md, "Assembler memory").
 MAX_CLOSED_TRACES = 100_000
 # Memory one remembered id costs: its 32-character str and its OrderedDict entry (measured with
-# tracemalloc in tests/unit/otlp/test_late_spans.py at ~190, rounded up).
-CLOSED_TRACE_BYTES = 200
+# tracemalloc in tests/unit/otlp/test_late_spans.py at ~90, rounded up).
+CLOSED_TRACE_BYTES = 120
 
 
 class ClosedTraces:
     """The ids of the last `max_traces` traces closed, oldest forgotten first.
 
-    Bounded by count: at the default 100,000 ids, about 20 MB (`CLOSED_TRACE_BYTES` each). A trace
+    Bounded by count: at the default 100,000 ids, at most 12 MB (`CLOSED_TRACE_BYTES` each). A trace
     is remembered for as long as it takes `max_traces` more traces to close (100 s at 1,000 traces
     a second); a span of it arriving later than that opens a new trace, as before. Adding and
     looking up cost O(1).

@@ -1,0 +1,191 @@
+"""Spans that arrive after their trace was closed, and links that arrive before it opened
+(docs/intake.md, "Late spans"), with spans recorded by the real OpenTelemetry SDK."""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import tracemalloc
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from opentelemetry import context as otel_context
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import set_span_in_context
+
+from agent.otlp import probes
+from agent.otlp.assemble import INCOMPLETE, NOT_RAG, TRACE_MISSING, Assembly
+from agent.otlp.buffer import CLOSED_TRACE_BYTES, ClosedTraces, EarlyLinks
+from tests.support.otlp import Clock, Recorder, assembler, decoded, set_all
+from tests.support.spans import DOCS, QUERY, RESPONSE, rag_trace
+
+
+def two_calls(recorder: Recorder) -> dict[str, ReadableSpan]:
+    """CHAIN root → (retriever → LLM) twice: a trace with two interactions; spans by name."""
+    tracer = recorder.tracer
+    with tracer.start_as_current_span("chain") as root:
+        set_all(root, {"openinference.span.kind": "CHAIN", "input.value": QUERY, "output.value": RESPONSE})
+        for n in (1, 2):
+            with tracer.start_as_current_span(f"retriever{n}") as retriever:
+                retriever.set_attribute("openinference.span.kind", "RETRIEVER")
+                retriever.set_attribute("retrieval.documents.0.document.content", DOCS[n - 1])
+            with tracer.start_as_current_span(f"llm{n}") as llm:
+                set_all(llm, {"openinference.span.kind": "LLM", "output.value": f"{RESPONSE} ({n})"})
+    return {span.name: span for span in recorder.spans()}
+
+
+def accounted(received: int, reports: list[Assembly]) -> None:
+    assembled = sum(r.assembled_spans for r in reports)
+    skipped = sum(sum(r.skipped.values()) for r in reports)
+    assert received == assembled + skipped + reports[-1].buffered_spans
+
+
+def test_a_span_arriving_after_its_trace_was_assembled_is_counted_late_never_a_second_interaction() -> None:
+    spans = two_calls(Recorder())
+    clock = Clock()
+    a = assembler(wait=5.0, clock=clock)
+    first = a.add(decoded([spans[n] for n in ("retriever1", "llm1", "chain")]))
+    (interaction,) = first.interactions  # the root is in and nothing is missing above a span
+    assert interaction.response == f"{RESPONSE} (1)" and first.buffered_traces == 0
+    late = a.add(decoded([spans["retriever2"], spans["llm2"]]))
+    assert late.interactions == [] and late.skipped == {LATE: 2}
+    assert late.buffered_traces == 0 and late.buffered_spans == 0
+    clock.now = 60.0  # before: the two opened a trace of their own, assembled after the wait
+    reports = [first, late, a.expire(clock.now), a.flush()]
+    assert [i for r in reports for i in r.interactions] == [interaction]
+    accounted(5, reports)
+
+
+def test_a_trace_given_up_on_is_closed_too() -> None:
+    recorder = Recorder()
+    ids = rag_trace(recorder)
+    spans = {hexid_of(s): s for s in recorder.spans()}
+    clock = Clock()
+    a = assembler(wait=5.0, clock=clock)
+    a.add(decoded([spans[ids["retriever"]]]))
+    clock.now = 6.0
+    assert a.expire(clock.now).skipped == {INCOMPLETE: 1}  # no model call came within the wait
+    late = a.add(decoded([spans[ids["llm"]], spans[ids["root"]]]))
+    assert late.interactions == [] and late.skipped == {LATE: 2} and late.buffered_traces == 0
+
+
+def hexid_of(span: ReadableSpan) -> str:
+    return format(span.context.span_id, "016x")
+
+
+def test_spans_of_one_request_are_attached_whatever_their_order() -> None:
+    spans = two_calls(Recorder())
+    out = assembler().add(decoded([spans[n] for n in ("chain", "llm2", "retriever1", "llm1", "retriever2")]))
+    assert sorted(i.response or "" for i in out.interactions) == [f"{RESPONSE} (1)", f"{RESPONSE} (2)"]
+    assert LATE not in out.skipped
+
+
+def test_a_root_that_arrives_alone_and_first_is_kept_for_its_trace() -> None:
+    recorder = Recorder()
+    with recorder.tracer.start_as_current_span("POST /ask") as server:
+        server.set_attribute("http.route", "/ask")
+        rag_trace(recorder)
+    spans = recorder.spans()  # end order: retriever, llm, chain, POST /ask
+    a = assembler()
+    first = a.add(decoded([spans[-1]]))
+    # Nothing RAG: accounted at once and no trace opened, but kept as a link (bounded).
+    assert first.skipped == {NOT_RAG: 1} and first.buffered_traces == 0
+    out = a.add(decoded(spans[:-1]))
+    # Emitted at once (before, the root was dropped: the trace waited out the wait, and its
+    # route was the chain's class name).
+    (interaction,) = out.interactions
+    assert interaction.route == "/ask" and interaction.query == QUERY
+    assert [c.content for c in interaction.chunks] == DOCS
+    assert out.buffered_traces == 0 and out.assembled_spans == 3
+
+
+def test_a_probe_span_arriving_after_its_trace_was_assembled_counts_the_probe_missing() -> None:
+    prober, app = Recorder("ragpulse-prober"), Recorder("capitals-app")
+    with (
+        prober.tracer.start_as_current_span(
+            "ragpulse.probe",
+            context=otel_context.Context(),
+            attributes={probes.SET: "golden", probes.ITEM: "g-fr", probes.REFERENCE: "Paris."},
+        ) as root,
+        app.tracer.start_as_current_span("rag", context=set_span_in_context(root)) as span,
+    ):
+        span.set_attribute("ragpulse.query", "What is the capital of France?")
+        span.set_attribute("ragpulse.chunks", ["Paris is the capital of France."])
+        span.set_attribute("ragpulse.response", "Paris.")
+    clock = Clock()
+    a = assembler(wait=5.0, clock=clock)
+    assert a.add(decoded(app.spans())).interactions == []  # waits for the prober's root
+    clock.now = 6.0
+    (unmarked,) = a.expire(clock.now).interactions
+    assert unmarked.probe is None
+    late = a.add(decoded(prober.spans()))
+    assert late.skipped == {LATE: 1} and late.probe_failures == {("golden", TRACE_MISSING): 1}
+    assert late.buffered_traces == 0
+
+
+def test_closed_trace_ids_are_bounded_oldest_forgotten_first() -> None:
+    closed = ClosedTraces(2)
+    for trace_id in ("a", "b", "a", "c"):
+        closed.add(trace_id)
+    assert "a" not in closed and "b" in closed and "c" in closed and len(closed) == 2
+
+
+def test_a_remembered_trace_id_costs_what_the_docs_say() -> None:
+    ids = [format(n, "032x") for n in range(20_000)]
+    closed = ClosedTraces(len(ids))
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for trace_id in ids:
+            closed.add(trace_id[:])  # the id is the closed trace's; count its str as held
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    per_id = held / len(ids)
+    assert CLOSED_TRACE_BYTES / 2 <= per_id <= CLOSED_TRACE_BYTES, per_id
+
+
+def test_links_of_unopened_traces_are_bounded_oldest_trace_first() -> None:
+    early: EarlyLinks[str] = EarlyLinks(3)
+    for trace_id, key in (("t1", "a"), ("t1", "b"), ("t2", "c"), ("t2", "d"), ("t3", "e")):
+        early.add(trace_id, key, key.upper(), 400)
+    assert early.items == 3
+    assert early.take("t1") == []  # the oldest trace's links went first
+    assert [key for key, _, _ in early.take("t2")] == ["c", "d"]
+    assert [(key, item) for key, item, _ in early.take("t3")] == [("e", "E")]
+    assert early.items == 0 and len(early) == 0
+
+
+# Two chain traces under HTTP server spans, recorded once (the SDK is real; hypothesis varies only
+# the arrival).
+_RECORDER = Recorder()
+for _route in ("/ask", "/search"):
+    with _RECORDER.tracer.start_as_current_span(f"POST {_route}") as _server:
+        _server.set_attribute("http.route", _route)
+        with _RECORDER.tracer.start_as_current_span("db.query"):
+            pass  # a link that ends first, before anything RAG of its trace
+        rag_trace(_RECORDER)
+_SPANS = _RECORDER.spans()
+
+
+def _summary(out: list[Assembly]) -> list[tuple[object, ...]]:
+    found = [i for r in out for i in r.interactions]
+    return sorted(
+        (i.trace_id, i.route, i.query, tuple(c.content for c in i.chunks), i.response) for i in found
+    )
+
+
+@settings(max_examples=200, deadline=None)
+@given(order=st.permutations(range(len(_SPANS))), cuts=st.sets(st.integers(1, len(_SPANS) - 1)))
+def test_any_arrival_order_and_batching_gives_the_interactions_of_the_export_order(
+    order: list[int], cuts: set[int]
+) -> None:
+    expected = _summary([assembler().add(decoded(_SPANS))])
+    arrival = [_SPANS[i] for i in order]
+    bounds = [0, *sorted(cuts), len(arrival)]
+    a = assembler()
+    reports = [a.add(decoded(arrival[lo:hi])) for lo, hi in itertools.pairwise(bounds)]
+    reports.append(a.flush())
+    assert _summary(reports) == expected and len(expected) == 2
+    accounted(len(_SPANS), reports)
