@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import set_span_in_context
 
 from agent.otlp import probes
-from agent.otlp.assemble import INCOMPLETE, NOT_RAG, TRACE_MISSING, Assembly
+from agent.otlp.assemble import INCOMPLETE, LATE, NOT_RAG, TRACE_MISSING, Assembly
 from agent.otlp.buffer import CLOSED_TRACE_BYTES, ClosedTraces, EarlyLinks
 from tests.support.otlp import Clock, Recorder, assembler, decoded, set_all
 from tests.support.spans import DOCS, QUERY, RESPONSE, rag_trace
