@@ -17,7 +17,8 @@ forms no interaction is a missed probe) and conversations across traces (`sessio
 Every span is accounted for exactly once: assembled, skipped with a reason, or still buffered.
 A trace is closed once (assembled, given up on or evicted): its id is remembered
 (`buffer.ClosedTraces`, bounded), and a span of it arriving afterwards is counted `late`, never
-the start of a second, partial trace (docs/intake.md, "Late spans").
+the start of a second, partial trace; only its root's request delivered again is assembled again
+(docs/intake.md, "Late spans").
 """
 
 from __future__ import annotations
@@ -246,7 +247,7 @@ class TraceAssembler:
         for trace_id, members in batch.items():
             trace = self._buffer.get(trace_id)
             probe = probes.get(trace_id)
-            if trace is None and trace_id in self._closed:
+            if trace is None and trace_id in self._closed and not self._redelivered(trace_id, members):
                 # Its trace was closed: counted, never a second (partial) trace of the same id.
                 out.skipped[LATE] += len(members)
                 if probe is not None:  # its app's interaction was emitted unmarked, or never formed
@@ -312,6 +313,13 @@ class TraceAssembler:
         # read: its span's parts were taken on arrival (docs/intake.md, "Logs").
         self._waiting.add(events)
 
+    def _redelivered(self, trace_id: str, members: list[tuple[Span, SpanParts | None]]) -> bool:
+        """Whether spans of a closed trace are its root's request delivered again (Kafka delivers
+        at least once): it is assembled again, and the idempotency keys keep it from being scored
+        twice. Any other span of a closed trace is late."""
+        root = self._closed.root(trace_id)
+        return root is not None and any(span.span_id == root for span, _ in members)
+
     # -- buffering --------------------------------------------------------------------------------
 
     def _extract(self, span: Span) -> SpanParts | None:
@@ -335,7 +343,7 @@ class TraceAssembler:
         )
         out.assembled_spans += 1
         out.origins.append(sequence)
-        self._closed.add(span.trace_id)
+        self._closed.add(span.trace_id, span.span_id)
         self._early.take(span.trace_id)  # its links, if any, have nothing left to join
         out.interactions.append(
             self._sessions.follow(
@@ -418,7 +426,7 @@ class TraceAssembler:
 
     def _evicted(self, evicted: Sequence[Eviction[Piece]], out: Assembly) -> None:
         for eviction in evicted:
-            self._closed.add(eviction.trace_id)
+            self._closed.add(eviction.trace_id, _root_of(eviction.trace))
             self._probes.pop(eviction.trace_id, None)
             out.skipped[EVICTED] += eviction.trace.pending
             out.evictions[eviction.reason] += 1
@@ -440,7 +448,7 @@ class TraceAssembler:
         if not findings and not give_up:
             return
         self._buffer.remove(trace_id)
-        self._closed.add(trace_id)
+        self._closed.add(trace_id, _root_of(trace))
         interactions = [self._interaction(trace_id, f) for f in findings]
         probe = self._probes.pop(trace_id, None)
         if probe is not None:  # a step over the finished assembly
@@ -485,6 +493,12 @@ class TraceAssembler:
             empty_searches=agent.empty_searches if agent else (0 if finding.chunks else 1),
             tool_errors=agent.tool_errors if agent else 0,
         )
+
+
+def _root_of(trace: BufferedTrace[Piece]) -> str | None:
+    if not trace.has_root:
+        return None
+    return next((p.span_id for p in trace.items.values() if p.parent_id is None), None)
 
 
 def _settled(tree: TraceTree) -> bool:

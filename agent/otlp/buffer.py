@@ -150,38 +150,46 @@ class TraceBuffer(Generic[Item]):
 
 # Trace ids remembered after their trace was closed (docs/limits.md, "Assembler memory").
 MAX_CLOSED_TRACES = 100_000
-# Memory one remembered id costs: its 32-character str and its OrderedDict entry (measured with
-# tracemalloc in tests/unit/otlp/test_late_spans.py at ~90, rounded up).
-CLOSED_TRACE_BYTES = 120
+# Memory one remembered trace costs: its 32-character id, its root's 16-character span id and
+# the OrderedDict entry (measured with tracemalloc in tests/unit/otlp/test_late_spans.py at ~240,
+# rounded up).
+CLOSED_TRACE_BYTES = 250
 
 
 class ClosedTraces:
-    """The ids of the last `max_traces` traces closed, oldest forgotten first.
+    """The ids of the last `max_traces` traces closed, each with its root span's id (None when
+    its root never arrived), oldest forgotten first.
 
-    Bounded by count: at the default 100,000 ids, at most 12 MB (`CLOSED_TRACE_BYTES` each). A trace
-    is remembered for as long as it takes `max_traces` more traces to close (100 s at 1,000 traces
-    a second); a span of it arriving later than that opens a new trace, as before. Adding and
-    looking up cost O(1).
+    The root tells a redelivery from a late span: a request delivered again (Kafka's at-least-once
+    delivery) holds spans the trace already had, the root among them when it was the root's
+    request; a late span is one the trace never had. Bounded by count: at the default 100,000
+    traces, at most 25 MB (`CLOSED_TRACE_BYTES` each). A trace is remembered for as long as it
+    takes `max_traces` more traces to close (100 s at 1,000 traces a second); a span of it
+    arriving later than that opens a new trace, as before. Adding and looking up cost O(1).
     """
 
     def __init__(self, max_traces: int = MAX_CLOSED_TRACES) -> None:
         if max_traces < 1:
             raise ValueError("ClosedTraces needs room for at least one trace id")
         self._max = max_traces
-        self._ids: OrderedDict[str, None] = OrderedDict()
+        self._roots: OrderedDict[str, str | None] = OrderedDict()
 
     def __len__(self) -> int:
-        return len(self._ids)
+        return len(self._roots)
 
     def __contains__(self, trace_id: str) -> bool:
-        return trace_id in self._ids
+        return trace_id in self._roots
 
-    def add(self, trace_id: str) -> None:
-        if trace_id in self._ids:
-            return
-        if len(self._ids) >= self._max:
-            self._ids.popitem(last=False)
-        self._ids[trace_id] = None
+    def root(self, trace_id: str) -> str | None:
+        """The span id of the closed trace's root, if it had arrived."""
+        return self._roots.get(trace_id)
+
+    def add(self, trace_id: str, root: str | None) -> None:
+        if trace_id in self._roots:
+            self._roots.move_to_end(trace_id)
+        elif len(self._roots) >= self._max:
+            self._roots.popitem(last=False)
+        self._roots[trace_id] = root
 
 
 # Links of traces not yet open (docs/limits.md, "Assembler memory").

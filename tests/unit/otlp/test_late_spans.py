@@ -56,6 +56,22 @@ def test_a_span_arriving_after_its_trace_was_assembled_is_counted_late_never_a_s
     accounted(5, reports)
 
 
+def test_the_root_request_delivered_again_is_assembled_again_for_the_idempotency_keys() -> None:
+    recorder = Recorder()
+    rag_trace(recorder)
+    spans = recorder.spans()
+    a = assembler()
+    (first,) = a.add(decoded(spans)).interactions
+    # Kafka delivers at least once: the same message again is not late; it makes the same
+    # interaction (same trace and span id, so the same idempotency key), scored once downstream.
+    again = a.add(decoded(spans))
+    assert again.interactions == [first] and LATE not in again.skipped
+    # A span the trace never had is late, even with a redelivered root: only the root's request
+    # is taken again.
+    late = a.add(decoded(spans[:1]))
+    assert late.skipped == {LATE: 1} and late.interactions == []
+
+
 def test_a_trace_given_up_on_is_closed_too() -> None:
     recorder = Recorder()
     ids = rag_trace(recorder)
@@ -126,8 +142,10 @@ def test_a_probe_span_arriving_after_its_trace_was_assembled_counts_the_probe_mi
 def test_closed_trace_ids_are_bounded_oldest_forgotten_first() -> None:
     closed = ClosedTraces(2)
     for trace_id in ("a", "b", "a", "c"):
-        closed.add(trace_id)
-    assert "a" not in closed and "b" in closed and "c" in closed and len(closed) == 2
+        closed.add(trace_id, f"root-{trace_id}")
+    # "a" was closed again after "b" (a redelivery assembled again), so "b" was the oldest.
+    assert "b" not in closed and len(closed) == 2
+    assert (closed.root("a"), closed.root("c")) == ("root-a", "root-c")
 
 
 def test_a_remembered_trace_id_costs_what_the_docs_say() -> None:
@@ -138,7 +156,8 @@ def test_a_remembered_trace_id_costs_what_the_docs_say() -> None:
     try:
         before = tracemalloc.get_traced_memory()[0]
         for trace_id in ids:
-            closed.add(trace_id[:])  # the id is the closed trace's; count its str as held
+            # The ids are the closed trace's: count their strs as held.
+            closed.add(format(int(trace_id, 16), "032x"), trace_id[16:].upper())
         held = tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()
