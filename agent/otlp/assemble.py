@@ -279,6 +279,7 @@ class TraceAssembler:
                 self._probes[trace_id] = probe
                 if probe.failure is not None:
                     out.probe_failures[(probe.probe_set, probe.failure)] += 1
+            trace.last_seen = now
             self._take(trace, members, out)
             touched.append(trace_id)
         for trace_id in touched:

@@ -7,9 +7,11 @@ the traces to finish. Bounds, all enforced here:
 - `max_pending_per_trace` pending items per trace, and as many links (links never crowd out
   pending items; a root is always kept);
 - `max_bytes` estimated bytes over all traces: the oldest traces are evicted until under it;
-- `wait_seconds`: a trace older than this is handed back by `expired` to be finished as it is.
-Traces are kept in the order they were opened, so the first is the oldest (eviction, expiry and
-`oldest_sequence` cost O(1) per trace).
+- `wait_seconds`: a trace none of whose spans arrived for this long is handed back by `expired`
+  to be finished as it is; one whose spans keep arriving (a long run exported in batches) waits
+  on, up to `MAX_WAIT_FACTOR` times the wait after its first span.
+Traces are kept in the order they were opened, so the first is the oldest (eviction and
+`oldest_sequence` cost O(1) per trace; expiry looks at the traces opened more than a wait ago).
 
 `EarlyLinks` holds, within a bound of its own, the links of traces not yet open (a span that
 carries nothing RAG opens no trace, but it may be the root or the step joining a model call to its
@@ -34,6 +36,9 @@ MAX_TRACES = "max_traces"
 MAX_SPANS_PER_TRACE = "max_spans_per_trace"
 MAX_CHUNK_BYTES = "max_chunk_bytes"
 
+# A trace whose spans keep arriving waits at most this many waits after its first span.
+MAX_WAIT_FACTOR = 10
+
 
 class Added(Enum):
     ADDED = "added"
@@ -44,6 +49,7 @@ class Added(Enum):
 @dataclass(slots=True)
 class BufferedTrace(Generic[Item]):
     first_seen: float
+    last_seen: float  # when a span of it last arrived: the wait runs from here
     sequence: int  # of the request that opened it: the oldest, as sequence numbers only grow
     items: dict[str, Item] = field(default_factory=dict)
     pending: int = 0  # items still to be accounted for (the others are links)
@@ -85,7 +91,7 @@ class TraceBuffer(Generic[Item]):
         evicted = []
         while len(self._traces) >= self._max_traces:
             evicted.append(self._evict_oldest(MAX_TRACES))
-        trace: BufferedTrace[Item] = BufferedTrace(first_seen=now, sequence=sequence)
+        trace: BufferedTrace[Item] = BufferedTrace(first_seen=now, last_seen=now, sequence=sequence)
         self._traces[trace_id] = trace
         return trace, evicted
 
@@ -121,11 +127,17 @@ class TraceBuffer(Generic[Item]):
         return trace
 
     def expired(self, now: float) -> Iterator[tuple[str, BufferedTrace[Item]]]:
-        """The traces whose wait is over, oldest first (the caller removes each it is given)."""
-        while self._traces:
-            trace_id, trace = next(iter(self._traces.items()))
+        """The traces whose wait is over, oldest first (the caller removes each it is given): no
+        span for `wait_seconds`, or `MAX_WAIT_FACTOR` waits since the first."""
+        due = []
+        for trace_id, trace in self._traces.items():
             if trace.first_seen + self._wait > now:
-                return
+                break  # opened later: none of the rest can be due
+            if trace.last_seen + self._wait <= now or trace.first_seen + self._wait * MAX_WAIT_FACTOR <= now:
+                due.append((trace_id, trace))
+        for trace_id, trace in due:
+            if self._traces.get(trace_id) is not trace:
+                continue  # removed meanwhile
             yield trace_id, trace
             if self._traces.get(trace_id) is trace:
                 self.remove(trace_id)  # the caller kept it: never hand the same trace back twice

@@ -16,7 +16,19 @@ from collections import Counter
 import pytest
 
 from agent.otlp.assemble import LATE
-from tests.support.corpus import STACKS, Replay, answers, expected, in_end_order, load, replay, shuffled
+from tests.support.corpus import (
+    STACKS,
+    Replay,
+    answers,
+    expected,
+    in_end_order,
+    load,
+    longest_trace_seconds,
+    over_time,
+    replay,
+    replay_over_time,
+    shuffled,
+)
 
 pytestmark = [
     pytest.mark.integration,
@@ -67,6 +79,19 @@ def test_batches_in_end_order_give_exactly_the_recorded_result(stack: str, per_r
     _accounted(out)
     assert answers(out.interactions) == answers(recorded.interactions)
     assert [found[:4] for found in answers(out.interactions)] == _recorded_answers(stack)
+    assert out.skipped[LATE] == 0
+
+
+@pytest.mark.parametrize("stack", STACKS or ["none"])
+def test_a_run_longer_than_the_wait_whose_spans_keep_arriving_is_assembled_whole(stack: str) -> None:
+    recording = load(stack)
+    wait = 30.0
+    batches = over_time(recording, wait)
+    if longest_trace_seconds(batches) <= wait:
+        pytest.skip("one gap between two spans is most of each trace: no stretch outlasts the wait")
+    out = replay_over_time(recording, batches, wait)
+    _accounted(out)
+    assert answers(out.interactions) == answers(replay(recording).interactions)
     assert out.skipped[LATE] == 0
 
 

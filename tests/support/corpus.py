@@ -3,6 +3,7 @@ arrangement into a real TraceAssembler."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 from collections import Counter
@@ -59,6 +60,40 @@ def in_end_order(recording: Recording, per_request: int) -> list[list[Span]]:
     return [spans[i : i + per_request] for i in range(0, len(spans), per_request)]
 
 
+def over_time(
+    recording: Recording, wait: float, *, interval: float = 5.0, max_batch: int = 512
+) -> list[tuple[float, list[Span]]]:
+    """The stack's spans as a BatchSpanProcessor exports a slow run: its recorded times stretched
+    until its traces last longer than `wait` (up to 4 waits) while no two consecutive spans of a
+    trace end more than 0.8 waits apart, then exported every `interval` seconds (or `max_batch`
+    spans), each request with the time it arrives."""
+    spans = sorted(recording.spans(), key=lambda s: s.end_time_unix_nano)
+    ends: dict[str, list[int]] = {}
+    for span in spans:
+        ends.setdefault(span.trace_id, []).append(span.end_time_unix_nano)
+    gap = max((b - a for times in ends.values() for a, b in itertools.pairwise(times)), default=1)
+    length = max(times[-1] - times[0] for times in ends.values())
+    scale = min(0.8 * wait / max(gap, 1), 4 * wait / max(length, 1))  # seconds per nanosecond
+    start = spans[0].end_time_unix_nano
+    out: list[tuple[float, list[Span]]] = []
+    for span in spans:
+        due = ((span.end_time_unix_nano - start) * scale // interval + 1) * interval
+        if not out or out[-1][0] != due or len(out[-1][1]) >= max_batch:
+            out.append((due, []))
+        out[-1][1].append(span)
+    return out
+
+
+def longest_trace_seconds(batches: Sequence[tuple[float, Sequence[Span]]]) -> float:
+    """How long the longest trace's spans take to arrive."""
+    seen: dict[str, tuple[float, float]] = {}
+    for due, spans in batches:
+        for span in spans:
+            first, _ = seen.get(span.trace_id, (due, due))
+            seen[span.trace_id] = (first, due)
+    return max(last - first for first, last in seen.values())
+
+
 def shuffled(recording: Recording, seed: int) -> list[list[Span]]:
     """Every span in a request of its own, in a random order."""
     spans = recording.spans()
@@ -103,6 +138,25 @@ def replay(recording: Recording, requests: Sequence[Sequence[Span]] | None = Non
         out.received += len(spans)
         out.take(sequence, intake.add(spans, sequence))
     out.take(len(requests), intake.flush())
+    out.interactions.sort(key=lambda i: i.end_time_unix_nano)
+    return out
+
+
+def replay_over_time(
+    recording: Recording, batches: Sequence[tuple[float, Sequence[Span]]], wait: float
+) -> Replay:
+    """Replay requests at the times they arrive, with the bounded wait run between them (as the
+    pipeline's expiry ticks do), then flush."""
+    clock = Clock()
+    intake = assembler(clock=clock, wait=wait)
+    intake.add_logs([event for events in recording.logs for event in events])
+    out = Replay()
+    for sequence, (due, spans) in enumerate(batches):
+        clock.now = due
+        out.take(sequence, intake.expire(due))
+        out.received += len(spans)
+        out.take(sequence, intake.add(spans, sequence))
+    out.take(len(batches), intake.flush())
     out.interactions.sort(key=lambda i: i.end_time_unix_nano)
     return out
 

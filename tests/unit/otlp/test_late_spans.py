@@ -15,7 +15,7 @@ from opentelemetry.trace import set_span_in_context
 
 from agent.otlp import probes
 from agent.otlp.assemble import INCOMPLETE, LATE, NOT_RAG, TRACE_MISSING, Assembly
-from agent.otlp.buffer import CLOSED_TRACE_BYTES, ClosedTraces, EarlyLinks
+from agent.otlp.buffer import CLOSED_TRACE_BYTES, MAX_WAIT_FACTOR, ClosedTraces, EarlyLinks
 from tests.support.otlp import Clock, Recorder, assembler, decoded, set_all
 from tests.support.spans import DOCS, QUERY, RESPONSE, rag_trace
 
@@ -70,6 +70,50 @@ def test_the_root_request_delivered_again_is_assembled_again_for_the_idempotency
     # is taken again.
     late = a.add(decoded(spans[:1]))
     assert late.skipped == {LATE: 1} and late.interactions == []
+
+
+def test_a_trace_whose_spans_keep_arriving_waits_past_the_wait_up_to_its_cap() -> None:
+    spans = two_calls(Recorder())
+    clock = Clock()
+    a = assembler(wait=5.0, clock=clock)
+    # A long run exported in batches every 4 s, children first: the root comes at 12 s.
+    for now, names in ((0.0, ["retriever1"]), (4.0, ["llm1"]), (8.0, ["retriever2", "llm2"])):
+        clock.now = now
+        assert (
+            a.expire(now).interactions == [] and a.add(decoded([spans[n] for n in names])).interactions == []
+        )
+    clock.now = 12.0
+    assert a.expire(12.0).buffered_traces == 1  # 12 s after its first span, 4 s after its last
+    out = a.add(decoded([spans["chain"]]))
+    assert sorted(i.response or "" for i in out.interactions) == [f"{RESPONSE} (1)", f"{RESPONSE} (2)"]
+    # Fed more slowly than the wait, a trace is given up on a wait after its last span...
+    b = assembler(wait=5.0, clock=clock)
+    clock.now = 0.0
+    b.add(decoded([spans["retriever1"]]))
+    clock.now = 4.0
+    b.add(decoded([spans["llm1"]]))
+    assert b.expire(8.9).buffered_traces == 1
+    assert b.expire(9.0).skipped == {INCOMPLETE: 2}  # no query: the root never came
+
+
+def test_a_trace_fed_forever_is_given_up_on_after_max_wait_factor_waits() -> None:
+    recorder = Recorder()
+    with recorder.tracer.start_as_current_span("chain"):
+        for n in range(MAX_WAIT_FACTOR * 2):
+            with recorder.tracer.start_as_current_span(f"retriever{n}") as retriever:
+                retriever.set_attribute("openinference.span.kind", "RETRIEVER")
+                retriever.set_attribute("retrieval.documents.0.document.content", DOCS[0])
+    children = recorder.spans()[:-1]
+    clock = Clock()
+    a = assembler(wait=5.0, clock=clock)
+    for step, child in enumerate(children):
+        clock.now = step * 4.0  # a span every 4 s, within the 5 s wait
+        expired = a.expire(clock.now)
+        if expired.skipped:
+            break
+        a.add(decoded([child]))
+    assert clock.now == 52.0 and step == 13  # the first tick past 10 waits of 5 s
+    assert expired.skipped == {INCOMPLETE: 13} and expired.buffered_traces == 0
 
 
 def test_a_trace_given_up_on_is_closed_too() -> None:
