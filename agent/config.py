@@ -457,8 +457,8 @@ class AssemblySettings(BaseModel):
     wait_seconds: float = Field(
         30.0,
         gt=0,
-        description="How long a trace's spans wait for the rest of the trace (its root, the LLM call) "
-        "before the trace is assembled from what arrived.",
+        description="How long a trace waits after its latest span for the rest of the trace (its root, "
+        "the LLM call) before it is assembled from what arrived (at most 10 waits after its first span).",
     )
     max_traces: int = Field(
         10_000, gt=0, description="Traces buffered at once; beyond it the oldest is evicted (counted)."

@@ -82,7 +82,8 @@ class AssemblyTelemetry:
         )
         self.spans_skipped = Counter(
             "ragpulse_spans_skipped",
-            "Spans that yield no interaction, by reason (not_rag, incomplete, evicted, self, duplicate).",
+            "Spans that yield no interaction, by reason "
+            "(not_rag, incomplete, evicted, self, duplicate, late).",
             ["reason"],
             registry=registry,
         )

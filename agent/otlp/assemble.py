@@ -15,6 +15,10 @@ Then two steps over the finished assembly: probe marking (`probes.mark_probe`: a
 forms no interaction is a missed probe) and conversations across traces (`sessions.Sessions`).
 
 Every span is accounted for exactly once: assembled, skipped with a reason, or still buffered.
+A trace is closed once (assembled, given up on or evicted): its id is remembered
+(`buffer.ClosedTraces`, bounded), and a span of it arriving afterwards is counted `late`, never
+the start of a second, partial trace; only its root's request delivered again is assembled again
+(docs/intake.md, "Late spans").
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ from agent.otlp.buffer import (
     MAX_TRACES,
     Added,
     BufferedTrace,
+    ClosedTraces,
+    EarlyLinks,
     Eviction,
     TraceBuffer,
 )
@@ -53,9 +59,10 @@ INCOMPLETE = "incomplete"  # its trace ended (root seen, or wait over) without f
 EVICTED = "evicted"  # dropped to keep the buffer within its bounds
 SELF = "self"  # emitted by ragpulse itself (resource attribute ragpulse.agent)
 DUPLICATE = "duplicate"  # the same span id was already buffered (a redelivered message)
+LATE = "late"  # its trace was already closed (assembled, given up on or evicted) when it arrived
 
 __all__ = [
-    "DUPLICATE", "EVICTED", "INCOMPLETE", "MAX_CHUNK_BYTES", "MAX_SPANS_PER_TRACE", "MAX_TRACES",
+    "DUPLICATE", "EVICTED", "INCOMPLETE", "LATE", "MAX_CHUNK_BYTES", "MAX_SPANS_PER_TRACE", "MAX_TRACES",
     "NOT_RAG", "PIECE_OVERHEAD_BYTES", "SELF", "TRACE_MISSING", "Assembler", "Assembly", "Labeller",
     "TraceAssembler", "build",
 ]  # fmt: skip
@@ -181,10 +188,13 @@ class TraceAssembler:
         capture: Sequence[str] = (),
         clock: Callable[[], float] = time.monotonic,
         sessions: Sessions | None = None,
+        closed: ClosedTraces | None = None,
     ) -> None:
         """`capture`: span attributes carried onto interactions (for sampling keep rules).
         `sessions`: the earlier turns of conversations whose turns arrive as separate traces
-        (default: a `Sessions` with its default bounds)."""
+        (default: a `Sessions` with its default bounds). `closed`: the ids of the traces
+        recently closed, whose later spans are counted late (default: `ClosedTraces` with its
+        default bound)."""
         self._capture = tuple(capture)
         self._conventions = tuple(conventions)
         self._labeller = labeller
@@ -198,6 +208,8 @@ class TraceAssembler:
         self._probes: dict[str, Probe] = {}  # the golden item of each buffered probe trace
         self._sessions = sessions if sessions is not None else Sessions()
         self._waiting = WaitingEvents()  # log events whose span has not arrived yet
+        self._closed = closed if closed is not None else ClosedTraces()
+        self._early: EarlyLinks[Piece] = EarlyLinks()  # links of traces not open yet
 
     # -- the Assembler protocol -------------------------------------------------------------------
 
@@ -235,20 +247,39 @@ class TraceAssembler:
         for trace_id, members in batch.items():
             trace = self._buffer.get(trace_id)
             probe = probes.get(trace_id)
+            if trace is None and trace_id in self._closed and not self._redelivered(trace_id, members):
+                # Its trace was closed: counted, never a second (partial) trace of the same id.
+                out.skipped[LATE] += len(members)
+                if probe is not None:  # its app's interaction was emitted unmarked, or never formed
+                    out.probe_failures[(probe.probe_set, probe.failure or TRACE_MISSING)] += 1
+                continue
             if trace is None:
                 if probe is None:
                     if len(members) == 1 and self._single(members[0], sequence, out):
                         continue
                     if all(parts is None or parts.role is _LINK for _, parts in members):
+                        # Accounted now, and kept (bounded) as links in case the trace opens:
+                        # the root or a step may arrive before the spans that carry the RAG.
                         out.skipped[NOT_RAG] += len(members)
+                        for span, parts in members:
+                            piece, size = self._piece(span, parts)
+                            self._early.add(trace_id, span.span_id, piece, size)
                         continue
                 # A probe's span opens its trace even alone: the app's spans are on their way.
                 trace, evicted = self._buffer.open(trace_id, now, sequence)
                 self._evicted(evicted, out)
+                for key, piece, size in self._early.take(trace_id):
+                    root = piece.parent_id is None
+                    if (
+                        self._buffer.add(trace, key, piece, size, pending=False, is_root=root)
+                        is Added.OVER_QUOTA
+                    ):
+                        out.evictions[MAX_SPANS_PER_TRACE] += 1
             if probe is not None and trace_id not in self._probes:
                 self._probes[trace_id] = probe
                 if probe.failure is not None:
                     out.probe_failures[(probe.probe_set, probe.failure)] += 1
+            trace.last_seen = now
             self._take(trace, members, out)
             touched.append(trace_id)
         for trace_id in touched:
@@ -283,6 +314,13 @@ class TraceAssembler:
         # read: its span's parts were taken on arrival (docs/intake.md, "Logs").
         self._waiting.add(events)
 
+    def _redelivered(self, trace_id: str, members: list[tuple[Span, SpanParts | None]]) -> bool:
+        """Whether spans of a closed trace are its root's request delivered again (Kafka delivers
+        at least once): it is assembled again, and the idempotency keys keep it from being scored
+        twice. Any other span of a closed trace is late."""
+        root = self._closed.root(trace_id)
+        return root is not None and any(span.span_id == root for span, _ in members)
+
     # -- buffering --------------------------------------------------------------------------------
 
     def _extract(self, span: Span) -> SpanParts | None:
@@ -306,6 +344,8 @@ class TraceAssembler:
         )
         out.assembled_spans += 1
         out.origins.append(sequence)
+        self._closed.add(span.trace_id, span.span_id)
+        self._early.take(span.trace_id)  # its links, if any, have nothing left to join
         out.interactions.append(
             self._sessions.follow(
                 RagInteraction(
@@ -340,31 +380,9 @@ class TraceAssembler:
             if span.span_id in trace.items:
                 out.skipped[DUPLICATE] += 1
                 continue
-            session_id = returned = None
-            if parts is not None and parts.role is _LINK:
-                session_id, returned, parts = parts.session_id, parts.response, None
-            size = PIECE_OVERHEAD_BYTES + _text_size(span.name) + _text_size(returned)
-            if parts is None:
+            piece, size = self._piece(span, parts)
+            if piece.parts is None:
                 out.skipped[NOT_RAG] += 1  # accounted now; kept (if room) only as a link
-            else:
-                size += _parts_size(parts)
-            piece = Piece(
-                span_id=span.span_id,
-                parent_id=span.parent_span_id,
-                name=span.name,
-                start=span.start_time_unix_nano,
-                end=span.end_time_unix_nano,
-                service=span.resource.service_name,
-                route=self._labeller.route_hint(span),
-                parts=parts,
-                captured=self._captured(span),
-                session_id=session_id,
-                returned=returned,
-            )
-            if piece.route:
-                size += _text_size(piece.route)
-            if piece.captured:
-                size += PIECE_OVERHEAD_BYTES  # a small dict of a few attributes the keep rules read
             # Links have a quota of their own, so they never crowd out the spans that carry an
             # interaction; the root is always kept (its route label, its arrival ends the wait).
             added = self._buffer.add(
@@ -372,16 +390,44 @@ class TraceAssembler:
                 span.span_id,
                 piece,
                 size,
-                pending=parts is not None,
+                pending=piece.parts is not None,
                 is_root=span.parent_span_id is None,
             )
             if added is Added.OVER_QUOTA:
-                if parts is not None:
+                if piece.parts is not None:
                     out.skipped[EVICTED] += 1
                 out.evictions[MAX_SPANS_PER_TRACE] += 1
 
+    def _piece(self, span: Span, parts: SpanParts | None) -> tuple[Piece, int]:
+        """What the trace keeps of a span, and its estimated size in bytes."""
+        session_id = returned = None
+        if parts is not None and parts.role is _LINK:
+            session_id, returned, parts = parts.session_id, parts.response, None
+        size = PIECE_OVERHEAD_BYTES + _text_size(span.name) + _text_size(returned)
+        if parts is not None:
+            size += _parts_size(parts)
+        piece = Piece(
+            span_id=span.span_id,
+            parent_id=span.parent_span_id,
+            name=span.name,
+            start=span.start_time_unix_nano,
+            end=span.end_time_unix_nano,
+            service=span.resource.service_name,
+            route=self._labeller.route_hint(span),
+            parts=parts,
+            captured=self._captured(span),
+            session_id=session_id,
+            returned=returned,
+        )
+        if piece.route:
+            size += _text_size(piece.route)
+        if piece.captured:
+            size += PIECE_OVERHEAD_BYTES  # a small dict of a few attributes the keep rules read
+        return piece, size
+
     def _evicted(self, evicted: Sequence[Eviction[Piece]], out: Assembly) -> None:
         for eviction in evicted:
+            self._closed.add(eviction.trace_id, _root_of(eviction.trace))
             self._probes.pop(eviction.trace_id, None)
             out.skipped[EVICTED] += eviction.trace.pending
             out.evictions[eviction.reason] += 1
@@ -403,6 +449,7 @@ class TraceAssembler:
         if not findings and not give_up:
             return
         self._buffer.remove(trace_id)
+        self._closed.add(trace_id, _root_of(trace))
         interactions = [self._interaction(trace_id, f) for f in findings]
         probe = self._probes.pop(trace_id, None)
         if probe is not None:  # a step over the finished assembly
@@ -447,6 +494,12 @@ class TraceAssembler:
             empty_searches=agent.empty_searches if agent else (0 if finding.chunks else 1),
             tool_errors=agent.tool_errors if agent else 0,
         )
+
+
+def _root_of(trace: BufferedTrace[Piece]) -> str | None:
+    if not trace.has_root:
+        return None
+    return next((p.span_id for p in trace.items.values() if p.parent_id is None), None)
 
 
 def _settled(tree: TraceTree) -> bool:

@@ -7,9 +7,18 @@ the traces to finish. Bounds, all enforced here:
 - `max_pending_per_trace` pending items per trace, and as many links (links never crowd out
   pending items; a root is always kept);
 - `max_bytes` estimated bytes over all traces: the oldest traces are evicted until under it;
-- `wait_seconds`: a trace older than this is handed back by `expired` to be finished as it is.
-Traces are kept in the order they were opened, so the first is the oldest (eviction, expiry and
-`oldest_sequence` cost O(1) per trace).
+- `wait_seconds`: a trace none of whose spans arrived for this long is handed back by `expired`
+  to be finished as it is; one whose spans keep arriving (a long run exported in batches) waits
+  on, up to `MAX_WAIT_FACTOR` times the wait after its first span.
+Traces are kept in the order they were opened, so the first is the oldest (eviction and
+`oldest_sequence` cost O(1) per trace; expiry looks at the traces opened more than a wait ago).
+
+`EarlyLinks` holds, within a bound of its own, the links of traces not yet open (a span that
+carries nothing RAG opens no trace, but it may be the root or the step joining a model call to its
+question, arriving first when spans come one by one in any order). `ClosedTraces` remembers the
+ids of the traces recently closed (assembled, given up on or evicted), so that a span arriving
+after its trace was closed is told apart from the first span of a new trace (docs/intake.md,
+"Late spans").
 """
 
 from __future__ import annotations
@@ -27,6 +36,9 @@ MAX_TRACES = "max_traces"
 MAX_SPANS_PER_TRACE = "max_spans_per_trace"
 MAX_CHUNK_BYTES = "max_chunk_bytes"
 
+# A trace whose spans keep arriving waits at most this many waits after its first span.
+MAX_WAIT_FACTOR = 10
+
 
 class Added(Enum):
     ADDED = "added"
@@ -37,6 +49,7 @@ class Added(Enum):
 @dataclass(slots=True)
 class BufferedTrace(Generic[Item]):
     first_seen: float
+    last_seen: float  # when a span of it last arrived: the wait runs from here
     sequence: int  # of the request that opened it: the oldest, as sequence numbers only grow
     items: dict[str, Item] = field(default_factory=dict)
     pending: int = 0  # items still to be accounted for (the others are links)
@@ -78,7 +91,7 @@ class TraceBuffer(Generic[Item]):
         evicted = []
         while len(self._traces) >= self._max_traces:
             evicted.append(self._evict_oldest(MAX_TRACES))
-        trace: BufferedTrace[Item] = BufferedTrace(first_seen=now, sequence=sequence)
+        trace: BufferedTrace[Item] = BufferedTrace(first_seen=now, last_seen=now, sequence=sequence)
         self._traces[trace_id] = trace
         return trace, evicted
 
@@ -114,11 +127,17 @@ class TraceBuffer(Generic[Item]):
         return trace
 
     def expired(self, now: float) -> Iterator[tuple[str, BufferedTrace[Item]]]:
-        """The traces whose wait is over, oldest first (the caller removes each it is given)."""
-        while self._traces:
-            trace_id, trace = next(iter(self._traces.items()))
+        """The traces whose wait is over, oldest first (the caller removes each it is given): no
+        span for `wait_seconds`, or `MAX_WAIT_FACTOR` waits since the first."""
+        due = []
+        for trace_id, trace in self._traces.items():
             if trace.first_seen + self._wait > now:
-                return
+                break  # opened later: none of the rest can be due
+            if trace.last_seen + self._wait <= now or trace.first_seen + self._wait * MAX_WAIT_FACTOR <= now:
+                due.append((trace_id, trace))
+        for trace_id, trace in due:
+            if self._traces.get(trace_id) is not trace:
+                continue  # removed meanwhile
             yield trace_id, trace
             if self._traces.get(trace_id) is trace:
                 self.remove(trace_id)  # the caller kept it: never hand the same trace back twice
@@ -139,3 +158,92 @@ class TraceBuffer(Generic[Item]):
     def _release(self, trace: BufferedTrace[Item]) -> None:
         self.pending -= trace.pending
         self.bytes -= trace.size
+
+
+# Trace ids remembered after their trace was closed (docs/limits.md, "Assembler memory").
+MAX_CLOSED_TRACES = 100_000
+# Memory one remembered trace costs: its 32-character id, its root's 16-character span id and
+# the OrderedDict entry (measured with tracemalloc in tests/unit/otlp/test_late_spans.py at ~240,
+# rounded up).
+CLOSED_TRACE_BYTES = 250
+
+
+class ClosedTraces:
+    """The ids of the last `max_traces` traces closed, each with its root span's id (None when
+    its root never arrived), oldest forgotten first.
+
+    The root tells a redelivery from a late span: a request delivered again (Kafka's at-least-once
+    delivery) holds spans the trace already had, the root among them when it was the root's
+    request; a late span is one the trace never had. Bounded by count: at the default 100,000
+    traces, at most 25 MB (`CLOSED_TRACE_BYTES` each). A trace is remembered for as long as it
+    takes `max_traces` more traces to close (100 s at 1,000 traces a second); a span of it
+    arriving later than that opens a new trace, as before. Adding and looking up cost O(1).
+    """
+
+    def __init__(self, max_traces: int = MAX_CLOSED_TRACES) -> None:
+        if max_traces < 1:
+            raise ValueError("ClosedTraces needs room for at least one trace id")
+        self._max = max_traces
+        self._roots: OrderedDict[str, str | None] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._roots)
+
+    def __contains__(self, trace_id: str) -> bool:
+        return trace_id in self._roots
+
+    def root(self, trace_id: str) -> str | None:
+        """The span id of the closed trace's root, if it had arrived."""
+        return self._roots.get(trace_id)
+
+    def add(self, trace_id: str, root: str | None) -> None:
+        if trace_id in self._roots:
+            self._roots.move_to_end(trace_id)
+        elif len(self._roots) >= self._max:
+            self._roots.popitem(last=False)
+        self._roots[trace_id] = root
+
+
+# Links of traces not yet open (docs/limits.md, "Assembler memory").
+MAX_EARLY_LINKS = 10_000
+
+
+class EarlyLinks(Generic[Item]):
+    """Links (items with their estimated size) of traces that are not open yet, by trace id.
+
+    Bounded by count: at most `max_items` items over all traces, the oldest trace's dropped first
+    (at the default 10,000, about 5 MB: a link is ~400 bytes plus its name). They are accounted on
+    arrival (not_rag) by the caller; the trace that opens takes its own with `take`.
+    """
+
+    def __init__(self, max_items: int = MAX_EARLY_LINKS) -> None:
+        self._max = max_items
+        self._traces: OrderedDict[str, dict[str, tuple[Item, int]]] = OrderedDict()
+        self.items = 0
+
+    def __len__(self) -> int:
+        return len(self._traces)
+
+    def add(self, trace_id: str, key: str, item: Item, size: int) -> None:
+        held = self._traces.get(trace_id)
+        if held is None:
+            held = self._traces[trace_id] = {}
+        if key in held or self._max < 1:
+            return
+        held[key] = (item, size)
+        self.items += 1
+        while self.items > self._max:
+            oldest = next(iter(self._traces.values()))
+            oldest.pop(next(iter(oldest)))  # the oldest trace's first link
+            self.items -= 1
+            if not oldest:
+                self._traces.popitem(last=False)
+        if not held and trace_id in self._traces:
+            del self._traces[trace_id]
+
+    def take(self, trace_id: str) -> list[tuple[str, Item, int]]:
+        held = self._traces.pop(trace_id, None)
+        if not held:
+            return []
+        self.items -= len(held)
+        return [(key, item, size) for key, (item, size) in held.items()]

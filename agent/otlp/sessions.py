@@ -7,7 +7,8 @@ call usually carries the earlier turns in its messages; when it does not (the Re
 much does it cost?". `Sessions` remembers the last turns of each session it saw (each turn's
 question and answer as assembled) and hands them to the next interaction of that session; they
 replace the turns read from the call's messages when they cover as many (the messages hold the
-question inside a framework's prompt template).
+question inside a framework's prompt template). A turn that ended before the session's latest
+(assembled out of order) is given nothing and changes nothing.
 
 An answer that no model call records (anchored on the agent span that returned it, its context
 the turn's searches: rules.AgentContext.inferred) also gets the documents of its session's earlier
@@ -45,6 +46,7 @@ class _Session:
     seen: float
     turns: list[Turn] = field(default_factory=list)
     documents: tuple[Chunk, ...] = ()  # of its inferred answers, oldest first
+    end: int = 0  # end time (unix ns) of its latest turn
 
 
 class Sessions:
@@ -77,7 +79,13 @@ class Sessions:
         if not session_id or self._max_sessions <= 0:
             return interaction
         self._expire(now)
+        held = self._sessions.get(session_id)
+        if held is not None and interaction.end_time_unix_nano < held.end:
+            # An earlier turn assembled after a later one (its spans arrived late): the session's
+            # turns are its future, so it keeps what its own messages say and changes nothing.
+            return interaction
         session = self._sessions.pop(session_id, None) or _Session(now)
+        session.end = interaction.end_time_unix_nano
         # The session's turns as assembled (the question and answer of each) read better than
         # the call's raw messages (a framework's prompt template around the question), when they
         # cover as many turns.

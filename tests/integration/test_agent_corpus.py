@@ -12,7 +12,6 @@ lexical judge as the expectations themselves.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,16 +19,9 @@ import pytest
 from agent.judges.local import assess_chunks
 from agent.metrics.ranking import context_precision_at_k
 from agent.model import RagInteraction, Turn, conversation_query
-from agent.otlp.decode import decode_request
-from agent.otlp.logs import decode_logs
-from tests.support.otlp import Clock, assembler
+from tests.support.corpus import CORPUS, STACKS, load, replay
 
 pytestmark = pytest.mark.integration
-
-CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "agents"
-STACKS = (
-    sorted(p.name for p in CORPUS.iterdir() if (p / "expected.json").is_file()) if CORPUS.is_dir() else []
-)
 
 
 # Stacks whose follow-up's earlier turns no span states, and why (docs/intake.md, "Conformance
@@ -44,19 +36,7 @@ UNSTATED_EARLIER_TURNS = {
 
 
 def _replay(stack: str) -> list[RagInteraction]:
-    intake = assembler(clock=Clock())
-    interactions: list[RagInteraction] = []
-    # Log records (the GenAI events API) are replayed before the spans of the same export: the
-    # SDK writes a record while its span is open.
-    logs = {body.name: body for body in (CORPUS / stack / "otlp-logs").glob("*.pb")}
-    for sequence, body in enumerate(sorted((CORPUS / stack / "otlp").glob("*.pb"))):
-        if body.name in logs:
-            intake.add_logs(decode_logs(logs[body.name].read_bytes(), "protobuf").events)
-        decoded = decode_request(body.read_bytes(), "protobuf")
-        assert decoded.rejected == []
-        interactions.extend(intake.add(decoded.spans, sequence).interactions)
-    interactions.extend(intake.flush().interactions)
-    return sorted(interactions, key=lambda i: i.end_time_unix_nano)
+    return replay(load(stack)).interactions
 
 
 def _precision(query: str, chunks: list[str], response: str | None) -> float:

@@ -12,6 +12,7 @@ from agent.otlp.assemble import (
     DUPLICATE,
     EVICTED,
     INCOMPLETE,
+    LATE,
     MAX_CHUNK_BYTES,
     MAX_SPANS_PER_TRACE,
     MAX_TRACES,
@@ -209,9 +210,10 @@ def test_max_traces_evicts_the_oldest_and_counts_it() -> None:
     assert reports[-1].buffered_traces == 2
     out = a.add(decoded([spans[i] for i in (4, 5, 7, 8)]))
     assert len(out.interactions) == 2 and out.buffered_traces == 0
-    # The evicted trace's LLM and root open it again, without its documents.
-    assert a.add(decoded([spans[1], spans[2]])).interactions == []
-    assert a.flush().skipped == {INCOMPLETE: 2}
+    # The evicted trace is closed: its LLM and root are late, never a trace without documents.
+    late = a.add(decoded([spans[1], spans[2]]))
+    assert late.interactions == [] and late.skipped == {LATE: 2} and late.buffered_traces == 0
+    assert a.flush().skipped == {}
 
 
 def test_max_spans_per_trace_drops_later_spans_and_counts_them() -> None:
