@@ -58,7 +58,13 @@ def _count(scrape: Scrape) -> float:
 
 def _scored(agent: AgentProcess, count: int) -> Scrape:
     scrape = agent.wait_for(lambda s: _count(s) == count, timeout=60)
-    assert _count(scrape) == count, agent.log()
+    # On failure, where the spans went: skipped (and why), interactions, the evaluation queue.
+    accounts = [
+        sample
+        for sample in scrape.samples
+        if sample[0].startswith(("ragpulse_spans_", "ragpulse_interactions", "ragpulse_evaluation"))
+    ]
+    assert _count(scrape) == count, f"{agent.log()}\n{accounts}"
     return scrape
 
 
