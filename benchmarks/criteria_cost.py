@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from agent.build import build_judge, build_metrics
 from agent.config import Settings
 from agent.evaluate import Evaluator
+from agent.metrics.criteria import CriterionMetric
 from agent.model import Outcome, RagInteraction
 from agent.telemetry import Telemetry
 from benchmarks.common.workload import workload
@@ -82,7 +83,7 @@ def measure(server: FakeLLMServer, k: int, only_criteria: bool, criteria: int, a
     )  # fmt: skip
     metrics = build_metrics(settings)
     if only_criteria:
-        metrics = metrics[len(settings.metrics) :]
+        metrics = [m for m in metrics if isinstance(m, CriterionMetric)]
     evaluator = Evaluator(metrics, build_judge(settings, telemetry.judge))
     items = workload(k, args.interactions, 0.0, False, seed=args.seed)
     errors = asyncio.run(score(evaluator, items, args.concurrency))
