@@ -348,7 +348,8 @@ class TraceAssembler:
         out.assembled_spans += 1
         out.origins.append(sequence)
         self._closed.add(span.trace_id, span.span_id)
-        self._early.take(span.trace_id)  # its links, if any, have nothing left to join
+        if self._early.items:
+            self._early.take(span.trace_id)  # its links, if any, have nothing left to join
         out.interactions.append(
             self._sessions.follow(
                 RagInteraction(

@@ -46,7 +46,9 @@ class Search:
     output: str | None  # the text the model got back, when the span records it
     failed: bool = False
     members: list[Piece] = field(default_factory=list)  # the spans it stands for
-    normal_chunks: tuple[str, ...] | None = None  # its documents' normalised texts, once computed
+    # Its output's and documents' normalised texts, once computed (_Matcher).
+    normal_output: str | None = None
+    normal_chunks: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,11 +70,10 @@ def _parts(piece: Piece) -> SpanParts:
 def is_agent_trace(useful: Iterable[Piece]) -> bool:
     for piece in useful:
         parts = _parts(piece)
-        if parts.role is Role.TOOL:
+        role = parts.role
+        if role is Role.TOOL or (role is Role.LLM and parts.calls_tools):
             return True
-        if parts.role is Role.LLM and parts.calls_tools:
-            return True
-        if parts.role in (Role.LLM, Role.CHAIN) and _shows_tools(parts):
+        if parts.messages and role in (Role.LLM, Role.CHAIN) and _shows_tools(parts):
             return True
     return False
 
@@ -193,7 +194,9 @@ class _Matcher:
             if call_id:
                 self._by_id.setdefault(call_id, []).append(source)
             if source.output:
-                self._by_text.setdefault(_normal(source.output), []).append(source)
+                if source.normal_output is None:
+                    source.normal_output = _normal(source.output)
+                self._by_text.setdefault(source.normal_output, []).append(source)
             if source.chunks:
                 self._by_first.setdefault(self.normal_chunks(source)[0], []).append(source)
 
