@@ -48,7 +48,7 @@ from agent.otlp.conventions import KNOWN_PREFIXES, Convention, Role, SpanParts
 from agent.otlp.logs import LogEvent, WaitingEvents
 from agent.otlp.probes import TRACE_MISSING, mark_probe, probe_of
 from agent.otlp.rules import Finding, history
-from agent.otlp.rules.agent import agent_findings, is_agent_trace, settled
+from agent.otlp.rules.agent import AgentTrace, agent_findings, is_agent_trace, settled
 from agent.otlp.rules.chain import chain_findings, singles
 from agent.otlp.sessions import Sessions
 from agent.otlp.trace_tree import Piece, TraceTree
@@ -160,7 +160,9 @@ def _parts_size(parts: SpanParts) -> int:
             size += sum(_text_size(key) + _text_size(value) + 64 for key, value in chunk.metadata)
     for message in parts.messages or ():
         size += _text_size(message.content) + 64
-    return size + _text_size(parts.instructions)
+    if parts.instructions:
+        size += _text_size(parts.instructions)
+    return size
 
 
 # Parts of a span kept only as a link that names the conversation (an agent root saying nothing
@@ -220,13 +222,14 @@ class TraceAssembler:
         batch: dict[str, list[tuple[Span, SpanParts | None]]] = {}
         probes: dict[str, Probe] = {}
         resource, is_self = None, False
+        waiting = len(self._waiting) > 0  # read once: no log event is added while spans are read
         for span in spans:
             if span.resource is not resource:  # spans of one request share a few resources
                 resource, is_self = span.resource, _is_self(span)
             if is_self:
                 out.skipped[SELF] += 1
                 continue
-            if self._waiting and (logged := self._waiting.take(span.trace_id, span.span_id)):
+            if waiting and (logged := self._waiting.take(span.trace_id, span.span_id)):
                 span = dataclasses.replace(span, events=span.events + logged)
             probe = probe_of(span)
             if probe is not None:
@@ -284,7 +287,7 @@ class TraceAssembler:
             touched.append(trace_id)
         for trace_id in touched:
             trace = self._buffer.get(trace_id)  # gone if evicted by a later trace of this batch
-            if trace is not None and trace.has_root:
+            if trace is not None and trace.root is not None:
                 self._finish(trace_id, trace, out, give_up=False)
         self._evicted(self._buffer.over_bytes(), out)
         return self._report(out)
@@ -345,7 +348,8 @@ class TraceAssembler:
         out.assembled_spans += 1
         out.origins.append(sequence)
         self._closed.add(span.trace_id, span.span_id)
-        self._early.take(span.trace_id)  # its links, if any, have nothing left to join
+        if self._early.items:
+            self._early.take(span.trace_id)  # its links, if any, have nothing left to join
         out.interactions.append(
             self._sessions.follow(
                 RagInteraction(
@@ -403,7 +407,9 @@ class TraceAssembler:
         session_id = returned = None
         if parts is not None and parts.role is _LINK:
             session_id, returned, parts = parts.session_id, parts.response, None
-        size = PIECE_OVERHEAD_BYTES + _text_size(span.name) + _text_size(returned)
+        size = PIECE_OVERHEAD_BYTES + _text_size(span.name)
+        if returned:
+            size += _text_size(returned)
         if parts is not None:
             size += _parts_size(parts)
         piece = Piece(
@@ -427,7 +433,7 @@ class TraceAssembler:
 
     def _evicted(self, evicted: Sequence[Eviction[Piece]], out: Assembly) -> None:
         for eviction in evicted:
-            self._closed.add(eviction.trace_id, _root_of(eviction.trace))
+            self._closed.add(eviction.trace_id, eviction.trace.root)
             self._probes.pop(eviction.trace_id, None)
             out.skipped[EVICTED] += eviction.trace.pending
             out.evictions[eviction.reason] += 1
@@ -443,13 +449,15 @@ class TraceAssembler:
     def _finish(self, trace_id: str, trace: BufferedTrace[Piece], out: Assembly, *, give_up: bool) -> None:
         """Emit the trace's interactions; keep waiting if it has none and time remains."""
         tree = TraceTree(trace.items)
-        if not give_up and not _settled(tree):
+        # The trace's kind, read once; an agent trace's searches are found once for both steps.
+        agent = AgentTrace(tree) if is_agent_trace(tree.useful) else None
+        if not give_up and not _settled(tree, agent):
             return  # an agent trace with spans still on their way: wait for them
-        findings, used = findings_of(tree)
+        findings, used = findings_of(tree, agent)
         if not findings and not give_up:
             return
         self._buffer.remove(trace_id)
-        self._closed.add(trace_id, _root_of(trace))
+        self._closed.add(trace_id, trace.root)
         interactions = [self._interaction(trace_id, f) for f in findings]
         probe = self._probes.pop(trace_id, None)
         if probe is not None:  # a step over the finished assembly
@@ -496,27 +504,21 @@ class TraceAssembler:
         )
 
 
-def _root_of(trace: BufferedTrace[Piece]) -> str | None:
-    if not trace.has_root:
-        return None
-    return next((p.span_id for p in trace.items.values() if p.parent_id is None), None)
-
-
-def _settled(tree: TraceTree) -> bool:
-    """Chain traces are assembled as soon as their root is in; agent traces also wait for the
-    spans their answers need (rules.agent.settled)."""
-    if is_agent_trace(tree.useful):
-        return settled(tree)
+def _settled(tree: TraceTree, agent: AgentTrace | None) -> bool:
+    """Chain traces (`agent` None) are assembled as soon as their root is in; agent traces also
+    wait for the spans their answers need (rules.agent.settled)."""
+    if agent is not None:
+        return settled(agent)
     # A span missing between a piece and the root may be a tool still on its way (an agent
     # whose steps so far look like a chain, e.g. ReAct text steps): wait for it.
     return tree.complete()
 
 
-def findings_of(tree: TraceTree) -> tuple[list[Finding], set[str]]:
-    """The interactions of one trace (agent rules for agent traces, else chain rules), the single
-    spans that carry one alone, and the span ids they were made of."""
-    if is_agent_trace(tree.useful):
-        findings, used = agent_findings(tree)
+def findings_of(tree: TraceTree, agent: AgentTrace | None) -> tuple[list[Finding], set[str]]:
+    """The interactions of one trace (agent rules for an agent trace, `agent`, else chain rules),
+    the single spans that carry one alone, and the span ids they were made of."""
+    if agent is not None:
+        findings, used = agent_findings(agent)
     else:
         findings, used = chain_findings(tree)
     findings.extend(singles(tree, used))

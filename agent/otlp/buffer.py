@@ -54,7 +54,7 @@ class BufferedTrace(Generic[Item]):
     items: dict[str, Item] = field(default_factory=dict)
     pending: int = 0  # items still to be accounted for (the others are links)
     size: int = 0  # estimated bytes held
-    has_root: bool = False
+    root: str | None = None  # the key of its first root item, once one is held
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,8 +110,8 @@ class TraceBuffer(Generic[Item]):
         trace.items[key] = item
         trace.size += size
         self.bytes += size
-        if is_root:
-            trace.has_root = True
+        if is_root and trace.root is None:
+            trace.root = key
         return Added.ADDED
 
     def over_bytes(self) -> list[Eviction[Item]]:

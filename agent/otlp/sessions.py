@@ -66,6 +66,9 @@ class Sessions:
         self._turn_chars = turn_chars
         self._document_chars = document_chars
         self._sessions: OrderedDict[str, _Session] = OrderedDict()  # least recently used first
+        # No session expires before this time (a lower bound: the oldest session's expiry when
+        # last looked at), so most turns skip looking.
+        self._due = float("inf")
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -78,7 +81,8 @@ class Sessions:
         session_id = interaction.session_id
         if not session_id or self._max_sessions <= 0:
             return interaction
-        self._expire(now)
+        if now >= self._due:
+            self._expire(now)
         held = self._sessions.get(session_id)
         if held is not None and interaction.end_time_unix_nano < held.end:
             # An earlier turn assembled after a later one (its spans arrived late): the session's
@@ -102,6 +106,7 @@ class Sessions:
             interaction = dataclasses.replace(interaction, chunks=chunks)
             session.documents = self._kept(chunks)
         self._sessions[session_id] = session
+        self._due = min(self._due, now + self._ttl)
         while len(self._sessions) > self._max_sessions:
             self._sessions.popitem(last=False)
         return interaction
@@ -123,5 +128,7 @@ class Sessions:
         while self._sessions:
             session = next(iter(self._sessions.values()))
             if session.seen + self._ttl > now:
+                self._due = session.seen + self._ttl
                 return
             self._sessions.popitem(last=False)
+        self._due = float("inf")

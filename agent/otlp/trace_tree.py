@@ -97,7 +97,11 @@ class TraceTree:
 
     def complete(self) -> bool:
         """Whether no span is missing between a piece and the root."""
-        return all(p.parent_id is None or p.parent_id in self.pieces for p in self.pieces.values())
+        pieces = self.pieces
+        for piece in pieces.values():
+            if piece.parent_id is not None and piece.parent_id not in pieces:
+                return False
+        return True
 
     def inside(self, piece: Piece, role: Role) -> bool:
         """Whether an ancestor of the piece has `role`."""

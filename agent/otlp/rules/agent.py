@@ -46,6 +46,9 @@ class Search:
     output: str | None  # the text the model got back, when the span records it
     failed: bool = False
     members: list[Piece] = field(default_factory=list)  # the spans it stands for
+    # Its output's and documents' normalised texts, once computed (_Matcher).
+    normal_output: str | None = None
+    normal_chunks: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,11 +70,10 @@ def _parts(piece: Piece) -> SpanParts:
 def is_agent_trace(useful: Iterable[Piece]) -> bool:
     for piece in useful:
         parts = _parts(piece)
-        if parts.role is Role.TOOL:
+        role = parts.role
+        if role is Role.TOOL or (role is Role.LLM and parts.calls_tools):
             return True
-        if parts.role is Role.LLM and parts.calls_tools:
-            return True
-        if parts.role in (Role.LLM, Role.CHAIN) and _shows_tools(parts):
+        if parts.messages and role in (Role.LLM, Role.CHAIN) and _shows_tools(parts):
             return True
     return False
 
@@ -82,7 +84,17 @@ def _shows_tools(parts: SpanParts) -> bool:
     return any(m.role == "tool" for m in parts.messages or ())
 
 
+# The ASCII whitespace that `str.split()` splits on besides single spaces (and two spaces).
+_BREAKS = ("\n", "  ", "\t", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x1f")
+
+
 def _normal(text: str) -> str:
+    if text.isascii() and text[:1] != " " and text[-1:] != " ":
+        for mark in _BREAKS:
+            if mark in text:
+                break
+        else:
+            return text  # already normal: most documents, and far cheaper to check than to rebuild
     return " ".join(text.split())
 
 
@@ -149,6 +161,20 @@ def searches(useful: Sequence[Piece], tree: TraceTree) -> list[Search]:
     return found
 
 
+class AgentTrace:
+    """An agent trace as the agent rules read it: its tree, and its searches, found once (when
+    first asked) for both `settled` and `agent_findings`. One per assembly attempt of a trace."""
+
+    def __init__(self, tree: TraceTree) -> None:
+        self.tree = tree
+        self._searches: list[Search] | None = None
+
+    def searches(self) -> list[Search]:
+        if self._searches is None:
+            self._searches = searches(self.tree.useful, self.tree)
+        return self._searches
+
+
 class _Matcher:
     """Finds the search a tool result in a model call's input came from.
 
@@ -157,26 +183,27 @@ class _Matcher:
     documents into one text) by containment: the search whose first document is one of the
     result's paragraphs, else a scan of the open searches in the order they ended (where the
     result's search is nearly always the first). Each search's normalised document texts are
-    computed once."""
+    computed once (kept on the search, which `settled` and `agent_findings` share)."""
 
     def __init__(self, found: Sequence[Search]) -> None:
         self._by_id: dict[str, list[Search]] = {}
         self._by_text: dict[str, list[Search]] = {}
         self._by_first: dict[str, list[Search]] = {}  # by the text of its first document
-        self._texts: dict[str, tuple[str, ...]] = {}
         for source in found:
             call_id = _parts(source.piece).call_id
             if call_id:
                 self._by_id.setdefault(call_id, []).append(source)
             if source.output:
-                self._by_text.setdefault(_normal(source.output), []).append(source)
+                if source.normal_output is None:
+                    source.normal_output = _normal(source.output)
+                self._by_text.setdefault(source.normal_output, []).append(source)
             if source.chunks:
                 self._by_first.setdefault(self.normal_chunks(source)[0], []).append(source)
 
     def normal_chunks(self, source: Search) -> tuple[str, ...]:
-        texts = self._texts.get(source.piece.span_id)
+        texts = source.normal_chunks
         if texts is None:
-            texts = self._texts[source.piece.span_id] = tuple(_normal(c.content) for c in source.chunks)
+            texts = source.normal_chunks = tuple(_normal(c.content) for c in source.chunks)
         return texts
 
     def match(self, message: Message, open_: dict[str, Search]) -> Search | None:
@@ -309,8 +336,9 @@ class _Candidate:
     final_tool: Piece | None = None
 
 
-def agent_answers(tree: TraceTree) -> list[Answer]:
+def agent_answers(trace: AgentTrace) -> list[Answer]:
     """The answers of an agent trace, in the order they started (see the module doc)."""
+    tree = trace.tree
     useful = tree.useful
     llm = [p for p in useful if _role(p) is Role.LLM]
     llm_ids = {p.span_id for p in llm}
@@ -323,7 +351,7 @@ def agent_answers(tree: TraceTree) -> list[Answer]:
     final_ids = {p.span_id for p in final_tools} | {
         p.span_id for p in useful if _role(p) is Role.TOOL and _is_control_tool(p)
     }
-    every = searches(useful, tree)
+    every = trace.searches()
     found = [s for s in every if s.piece.span_id not in final_ids]
     steering = _Matcher([s for s in every if s.piece.span_id in final_ids])  # their results are no documents
     steers = {s.piece.span_id: s for s in every if s.piece.span_id in final_ids}
@@ -493,11 +521,12 @@ def _plain(parts: SpanParts) -> bool:
     return not parts.failed and parts.response is not None and all(c.id is None for c in parts.chunks or ())
 
 
-def settled(tree: TraceTree) -> bool:
+def settled(trace: AgentTrace) -> bool:
     """Whether an agent trace whose root has arrived can be assembled now: no span is missing
     between a piece and the root, every tool result the answering calls were given in their turn
     has its search span, and the trace holds as many searches as its answers say they were given.
     A trace that never settles is assembled when its wait runs out."""
+    tree = trace.tree
     if not tree.complete():
         return False
     useful = tree.useful
@@ -512,7 +541,7 @@ def settled(tree: TraceTree) -> bool:
             for p in useful
         ):
             return False
-    found = searches(useful, tree)
+    found = trace.searches()
     if sum(_parts(p).searches or 0 for p in useful) > len(found):
         return False  # answers that say how many searches they were given wait for them all
     for source in found:
@@ -537,13 +566,13 @@ def settled(tree: TraceTree) -> bool:
     return True
 
 
-def agent_findings(tree: TraceTree) -> tuple[list[Finding], set[str]]:
+def agent_findings(trace: AgentTrace) -> tuple[list[Finding], set[str]]:
     """One finding per answer of an agent trace, and the span ids they were made of."""
     findings: list[Finding] = []
     used: set[str] = set()
-    for answer in agent_answers(tree):
+    for answer in agent_answers(trace):
         call = answer.call
-        ancestors = tree.ancestors(call)
+        ancestors = trace.tree.ancestors(call)
         used.add(call.span_id)
         used.update(p.span_id for p in answer.used)
         if answer.query_source is not None:

@@ -76,12 +76,14 @@ def chain_findings(tree: TraceTree) -> tuple[list[Finding], set[str]]:
 def singles(tree: TraceTree, used: set[str]) -> list[Finding]:
     """The spans that carry a whole interaction alone (the single-span layout), unless a model
     call inside them already made one. Adds what it takes to `used`."""
-    calls = tree.of_role(Role.LLM)
-    claimed = {a.span_id for p in calls if p.span_id in used for a in tree.ancestors(p)}
+    candidates = [p for p in tree.useful if parts_of(p).is_complete and p.span_id not in used]
+    if not candidates:
+        return []  # most traces: no span carries a whole interaction
+    claimed = {a.span_id for p in tree.of_role(Role.LLM) if p.span_id in used for a in tree.ancestors(p)}
     found: list[Finding] = []
-    for piece in sorted(tree.useful, key=lambda p: (p.end, p.span_id)):
+    for piece in sorted(candidates, key=lambda p: (p.end, p.span_id)):
         parts = parts_of(piece)
-        if not parts.is_complete or piece.span_id in used or piece.span_id in claimed:
+        if piece.span_id in used or piece.span_id in claimed:
             continue
         assert parts.query is not None and parts.chunks is not None
         used.add(piece.span_id)

@@ -13,8 +13,9 @@ import random
 import pytest
 from ragpulse_instrument import Search, record_interaction, record_search
 
-from agent.model import Turn, conversation_query, relevance_query, split_conversation
+from agent.model import Chunk, Turn, conversation_query, relevance_query, split_conversation
 from agent.otlp.assemble import NOT_RAG
+from agent.otlp.rules.agent import dedupe
 from tests.support.otlp import Recorder, assembler, decoded, set_all, total
 
 QUESTION = "Which river flows through Paris, and how many bridges cross it?"
@@ -686,3 +687,11 @@ def test_instrument_keeps_the_single_retrieval_call_and_refuses_both_forms() -> 
     assert [t.role for t in interaction.earlier_turns] == ["user", "assistant"]
     with pytest.raises(ValueError, match="not both"):
         record_interaction(query=QUESTION, chunks=SEINE, searches=[Search("q", SEINE)], response=ANSWER)
+
+
+def test_documents_differing_only_in_whitespace_count_once() -> None:
+    # Every whitespace str.split() knows (ASCII and not), leading, trailing, doubled: one text.
+    spaced = [f"a{w}b" for w in ("\n", "\t", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x1f")]
+    spaced += ["a\u00a0b", "a\u2028b", "a  b", " a b", "a b ", "a \n b"]
+    chunks = [Chunk("a b"), *(Chunk(text) for text in spaced), Chunk("ab"), Chunk("a-b")]
+    assert [c.content for c in dedupe(chunks)] == ["a b", "ab", "a-b"]
