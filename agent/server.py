@@ -22,7 +22,7 @@ from prometheus_client.exposition import choose_encoder
 from agent.config import ServerSettings
 from agent.infra.endpoint_security import EndpointSecurity, Refused, load_web_config
 from agent.infra.lifecycle import Periodic
-from agent.infra.listening import listen_error
+from agent.infra.listening import base_url, start_site
 from agent.infra.waiting import Dependencies
 
 log = logging.getLogger(__name__)
@@ -120,15 +120,9 @@ class MetricsServer:
         app.router.add_get("/readyz", self._readyz)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
-        site = web.TCPSite(
-            self._runner, self._host, self._port, reuse_address=True, ssl_context=security.ssl_context
+        self.bound_port = await start_site(
+            self._runner, "metrics_listen", self._host, self._port, security.ssl_context
         )
-        try:
-            await site.start()
-        except OSError as exc:  # a busy port is the operator's to fix: one line naming the setting
-            await self._runner.cleanup()
-            raise listen_error("metrics_listen", self._host, self._port, exc) from None
-        self.bound_port = self._runner.addresses[0][1]
         log.info("metrics on %s/metrics", self.url)
 
     @property
@@ -137,8 +131,7 @@ class MetricsServer:
         any free one)."""
         if self.bound_port is None:
             return None
-        host = f"[{self._host}]" if ":" in self._host else self._host
-        return f"{self._security.scheme}://{host}:{self.bound_port}"
+        return base_url(self._security.scheme, self._host, self.bound_port)
 
     async def flush(self) -> None:
         """Nothing held: the registry is scraped."""

@@ -10,6 +10,9 @@ from __future__ import annotations
 import errno
 import os
 import socket
+import ssl
+
+from aiohttp import web
 
 from agent.config import ENV_PREFIX, ConfigError
 
@@ -59,3 +62,23 @@ def check_bindable(setting: str, host: str, port: int) -> None:
                 probe.bind(address)
             except OSError as exc:
                 raise listen_error(setting, host, port, exc) from None
+
+
+async def start_site(
+    runner: web.AppRunner, setting: str, host: str, port: int, ssl_context: ssl.SSLContext | None
+) -> int:
+    """Serve a set-up aiohttp `runner` on host:port and return the port bound (port 0: any free
+    one); a failed bind cleans the runner up and is the one line of `listen_error`."""
+    site = web.TCPSite(runner, host, port, reuse_address=True, ssl_context=ssl_context)
+    try:
+        await site.start()
+    except OSError as exc:  # a busy port is the operator's to fix: one line naming the setting
+        await runner.cleanup()
+        raise listen_error(setting, host, port, exc) from None
+    bound: int = runner.addresses[0][1]
+    return bound
+
+
+def base_url(scheme: str, host: str, port: int) -> str:
+    """scheme://host:port, an IPv6 host in brackets."""
+    return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"

@@ -40,7 +40,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from agent.config import OtlpSettings
 from agent.infra.endpoint_security import EndpointSecurity, otlp_bearer_token, otlp_security
-from agent.infra.listening import listen_error
+from agent.infra.listening import base_url, start_site
 from agent.otlp.decode import DecodedRequest, Encoding, UndecodableError, decode_request
 from agent.otlp.logs import DecodedLogs, decode_logs
 from agent.sources import refusals
@@ -208,15 +208,9 @@ class OtlpHttpSource:
             lingering_time=_LINGER_SECONDS,
         )
         await self._runner.setup()
-        site = web.TCPSite(
-            self._runner, self._host, self._port, reuse_address=True, ssl_context=security.ssl_context
+        self.bound_port = await start_site(
+            self._runner, "otlp_listen", self._host, self._port, security.ssl_context
         )
-        try:
-            await site.start()
-        except OSError as exc:  # a busy port is the operator's to fix: one line naming the setting
-            await self._runner.cleanup()
-            raise listen_error("otlp_listen", self._host, self._port, exc) from None
-        self.bound_port = self._runner.addresses[0][1]
         log.info("OTLP/HTTP receiver on %s/v1/traces", self.url)
 
     @property
@@ -225,8 +219,7 @@ class OtlpHttpSource:
         port 0 means any free one), for a client in this process such as the demo's traffic."""
         if self.bound_port is None:
             return None
-        host = f"[{self._host}]" if ":" in self._host else self._host
-        return f"{self._security.scheme}://{host}:{self.bound_port}"
+        return base_url(self._security.scheme, self._host, self.bound_port)
 
     def ready(self) -> bool:
         return self._runner is not None
