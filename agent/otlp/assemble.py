@@ -48,7 +48,7 @@ from agent.otlp.conventions import KNOWN_PREFIXES, Convention, Role, SpanParts
 from agent.otlp.logs import LogEvent, WaitingEvents
 from agent.otlp.probes import TRACE_MISSING, mark_probe, probe_of
 from agent.otlp.rules import Finding, history
-from agent.otlp.rules.agent import AgentTrace, agent_findings, is_agent_trace, settled
+from agent.otlp.rules.agent import AgentTrace, agent_findings, awaited_response, is_agent_trace, settled
 from agent.otlp.rules.chain import chain_findings, singles
 from agent.otlp.sessions import Sessions
 from agent.otlp.trace_tree import Piece, TraceTree
@@ -212,6 +212,8 @@ class TraceAssembler:
         self._waiting = WaitingEvents()  # log events whose span has not arrived yet
         self._closed = closed if closed is not None else ClosedTraces()
         self._early: EarlyLinks[Piece] = EarlyLinks()  # links of traces not open yet
+        # Follow-ups waiting for the turn holding the response they continue: by its id.
+        self._awaiting: dict[str, str] = {}
 
     # -- the Assembler protocol -------------------------------------------------------------------
 
@@ -295,7 +297,8 @@ class TraceAssembler:
     def expire(self, now: float) -> Assembly:
         out = Assembly()
         for trace_id, trace in self._buffer.expired(now):
-            self._finish(trace_id, trace, out, give_up=True)
+            if self._buffer.get(trace_id) is trace:  # not assembled meanwhile (a follow-up woken)
+                self._finish(trace_id, trace, out, give_up=True)
         return self._report(out)
 
     def flush(self) -> Assembly:
@@ -305,7 +308,8 @@ class TraceAssembler:
         for trace_id, trace in sorted(
             self._buffer.traces(), key=lambda t: max((p.end for p in t[1].items.values()), default=0)
         ):
-            self._finish(trace_id, trace, out, give_up=True)
+            if self._buffer.get(trace_id) is trace:  # not assembled meanwhile (a follow-up woken)
+                self._finish(trace_id, trace, out, give_up=True)
         return self._report(out)
 
     def oldest_pending(self) -> int | None:
@@ -453,6 +457,11 @@ class TraceAssembler:
         agent = AgentTrace(tree) if is_agent_trace(tree.useful) else None
         if not give_up and not _settled(tree, agent):
             return  # an agent trace with spans still on their way: wait for them
+        if not give_up and agent is not None:
+            awaited = awaited_response(agent, self._sessions.knows)
+            if awaited is not None:  # a follow-up whose earlier turn is still on its way
+                self._await(awaited, trace_id)
+                return
         findings, used = findings_of(tree, agent)
         if not findings and not give_up:
             return
@@ -475,6 +484,26 @@ class TraceAssembler:
         unused = trace.pending - len(used)
         if unused:
             out.skipped[NOT_RAG if interactions else INCOMPLETE] += unused
+        if agent is not None:
+            self._follow_ups(tree, out)
+
+    def _await(self, response_id: str, trace_id: str) -> None:
+        self._awaiting[response_id] = trace_id
+        if len(self._awaiting) > len(self._buffer) + 1:  # bounded by the traces buffered
+            self._awaiting = {r: t for r, t in self._awaiting.items() if self._buffer.get(t) is not None}
+
+    def _follow_ups(self, tree: TraceTree, out: Assembly) -> None:
+        """Remember the responses of an assembled agent trace, and assemble the follow-ups that
+        were waiting for one of them."""
+        responses = [p.parts.response_id for p in tree.useful if p.parts is not None and p.parts.response_id]
+        if not responses:
+            return
+        self._sessions.assembled(responses)
+        for response_id in responses:
+            waiting = self._awaiting.pop(response_id, None)
+            trace = self._buffer.get(waiting) if waiting is not None else None
+            if waiting is not None and trace is not None and trace.root is not None:
+                self._finish(waiting, trace, out, give_up=False)
 
     def _interaction(self, trace_id: str, finding: Finding) -> RagInteraction:
         anchor, agent = finding.anchor, finding.agent

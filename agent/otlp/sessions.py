@@ -15,6 +15,11 @@ the turn's searches: rules.AgentContext.inferred) also gets the documents of its
 such answers, before its own: an agent that keeps its session (Google ADK) gives the model every
 earlier tool result, and no span shows what it was given.
 
+A follow-up whose conversation the provider keeps (the Responses API's `previous_response_id`)
+needs its earlier turn assembled first: `Sessions` also remembers the ids of the responses of the
+turns assembled (the latest `MAX_RESPONSES`, ~3 MB), and a trace whose call continues a response
+it does not know yet waits for that turn, up to the trace wait (rules.agent.awaited_response).
+
 Bounded: at most `max_sessions` sessions (least recently used evicted), each forgotten after
 `ttl_seconds` without a turn, at most `max_turns` turns per session (a turn: one user or assistant
 message), each cut to `turn_chars` characters. With the defaults that is at most
@@ -29,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from agent.model import Chunk, RagInteraction, Turn, without_separators
@@ -39,6 +45,7 @@ from agent.otlp.rules.agent import dedupe
 MAX_SESSIONS = 5000
 SESSION_TTL_SECONDS = 3600.0
 SESSION_DOCUMENT_CHARS = 16_000
+MAX_RESPONSES = 20_000
 
 
 @dataclass(slots=True)
@@ -66,6 +73,7 @@ class Sessions:
         self._turn_chars = turn_chars
         self._document_chars = document_chars
         self._sessions: OrderedDict[str, _Session] = OrderedDict()  # least recently used first
+        self._responses: OrderedDict[str, None] = OrderedDict()  # ids of responses assembled, oldest first
         # No session expires before this time (a lower bound: the oldest session's expiry when
         # last looked at), so most turns skip looking.
         self._due = float("inf")
@@ -110,6 +118,19 @@ class Sessions:
         while len(self._sessions) > self._max_sessions:
             self._sessions.popitem(last=False)
         return interaction
+
+    def knows(self, response_id: str) -> bool:
+        """Whether the response is one of an assembled turn's (always, when sessions are off:
+        nothing would read the turns it waited for)."""
+        return self._max_sessions <= 0 or response_id in self._responses
+
+    def assembled(self, response_ids: Iterable[str]) -> None:
+        """Remember the ids of an assembled trace's responses (the latest MAX_RESPONSES)."""
+        for response_id in response_ids:
+            self._responses[response_id] = None
+            self._responses.move_to_end(response_id)
+        while len(self._responses) > MAX_RESPONSES:
+            self._responses.popitem(last=False)
 
     def _kept(self, chunks: tuple[Chunk, ...]) -> tuple[Chunk, ...]:
         """The latest documents that fit in `document_chars` characters."""

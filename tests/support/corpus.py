@@ -94,11 +94,18 @@ def longest_trace_seconds(batches: Sequence[tuple[float, Sequence[Span]]]) -> fl
     return max(last - first for first, last in seen.values())
 
 
-def shuffled(recording: Recording, seed: int) -> list[list[Span]]:
-    """Every span in a request of its own, in a random order."""
+def shuffled(recording: Recording, seed: int, *, most_per_request: int = 1) -> list[list[Span]]:
+    """The spans in a random order, split into requests of 1 to `most_per_request` spans (random
+    sizes; 1: every span in a request of its own)."""
+    rng = random.Random(seed)
     spans = recording.spans()
-    random.Random(seed).shuffle(spans)
-    return [[span] for span in spans]
+    rng.shuffle(spans)
+    requests, start = [], 0
+    while start < len(spans):
+        size = rng.randint(1, most_per_request)
+        requests.append(spans[start : start + size])
+        start += size
+    return requests
 
 
 @dataclass

@@ -25,7 +25,7 @@ from agent.model import AttributeValue, Chunk, Span
 KNOWN_PREFIXES = (
     # OpenInference
     "retrieval.documents.", "input.", "output.", "openinference.span.kind", "reranker.",
-    "llm.input_messages.", "llm.output_messages.", "session.id", "user.id",
+    "llm.input_messages.", "llm.output_messages.", "session.id", "user.id", "llm.invocation_parameters",
     # OpenLLMetry / Traceloop
     "traceloop.span.kind", "traceloop.entity.input", "traceloop.entity.output",
     "traceloop.association.properties.session_id", "traceloop.association.properties.user_id",
@@ -111,6 +111,11 @@ class SpanParts(NamedTuple):
     instructions: str | None = None
     # TOOL: the tool's name, when the span states it (a final-answer or hand-off tool is no search).
     tool_name: str | None = None
+    # LLM: the provider's id of the response, and the earlier response whose server-side state the
+    # call continues (the Responses API's `previous_response_id`): a follow-up turn sent neither
+    # its earlier turns nor, in its later calls, the user's message (sessions.py).
+    response_id: str | None = None
+    continues: str | None = None
 
     @property
     def is_complete(self) -> bool:
@@ -393,6 +398,15 @@ def last_user_message(messages: Any) -> str | None:
         if role in ("user", "human") and content:
             return content
     return None
+
+
+def returned_message(messages: Any) -> str | None:
+    """The text a serialised message list ends on, when it ends on an assistant's reply (a graph's
+    state as it returned: its last message is the answer; a tool result or a call is not)."""
+    if not isinstance(messages, list) or not messages:
+        return None
+    role, content = message_fields(messages[-1])
+    return content if role in ("assistant", "ai") and content else None
 
 
 def sub_query(arguments: Any) -> str | None:

@@ -27,6 +27,7 @@ from agent.otlp.conventions import (
     metadata_record,
     parse_json,
     picked,
+    returned_message,
     string_in,
     sub_query,
     text,
@@ -76,8 +77,26 @@ def _value(attributes: Mapping[str, AttributeValue], prefix: str, keys: tuple[st
             # LangGraph's agent state; an ADK run's new message
             found = last_user_message(document.get("messages")) or adk.event_text(document, "new_message")
         else:
-            found = adk.event_text(document, "content")  # an ADK agent's final event
+            # A graph's state (LangGraph: its last message), an ADK agent's final event
+            found = returned_message(document.get("messages")) or adk.event_text(document, "content")
     return found
+
+
+def _responses(attributes: Mapping[str, AttributeValue]) -> tuple[str | None, str | None]:
+    """(the response's id, the earlier response it continues) of a Responses API call, from the
+    invocation parameters the instrumentor records (their ids open with `resp_`; other calls'
+    parameters are not parsed)."""
+    parameters = attributes.get("llm.invocation_parameters")
+    if not isinstance(parameters, str) or '"resp_' not in parameters:
+        return None, None
+    document = parse_json(parameters)
+    if not isinstance(document, Mapping):
+        return None, None
+    response_id, continues = document.get("id"), document.get("previous_response_id")
+    return (
+        response_id if isinstance(response_id, str) else None,
+        continues if isinstance(continues, str) else None,
+    )
 
 
 def _document_keys(prefix: str, index: int) -> tuple[str, str, str, str]:
@@ -282,6 +301,7 @@ class OpenInference:
                 or "llm.input_messages.2.message.role" in attributes
                 else (None, None)
             )
+            response_id, continues = _responses(attributes)
             return SpanParts(
                 Role.LLM,
                 query=_messages(attributes, "llm.input_messages", "user"),
@@ -291,6 +311,8 @@ class OpenInference:
                 messages=messages,
                 calls_tools=calls_tools,
                 instructions=instructions,
+                response_id=response_id,
+                continues=continues,
             )
         if role is Role.TOOL:
             output, call_id = _tool_output(attributes)

@@ -27,7 +27,7 @@ has the rules in full; in short:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from agent.model import Chunk, without_separators
@@ -564,6 +564,23 @@ def settled(trace: AgentTrace) -> bool:
             if message.role == "tool" and matcher.match(message, open_) is None:
                 return False
     return True
+
+
+def awaited_response(trace: AgentTrace, assembled: Callable[[str], bool]) -> str | None:
+    """The earlier response a turn of this conversation continues on the provider's side (the
+    Responses API's `previous_response_id`), when it is neither in this trace nor among the
+    responses `assembled` knows: the turn holding it is still on its way, and this one's earlier
+    turns are read from it (sessions.py), so this trace waits for it (bounded by the wait). None:
+    nothing to wait for (no session names the conversation, or no call continues another's state)."""
+    useful = trace.tree.useful
+    calls = [_parts(p) for p in useful if p.role is Role.LLM]
+    if not any(parts.continues for parts in calls) or not any(_parts(p).session_id for p in useful):
+        return None
+    own = {parts.response_id for parts in calls}
+    for parts in calls:
+        if parts.continues and parts.continues not in own and not assembled(parts.continues):
+            return parts.continues
+    return None
 
 
 def agent_findings(trace: AgentTrace) -> tuple[list[Finding], set[str]]:

@@ -15,7 +15,7 @@ from opentelemetry.trace import Status, StatusCode
 
 from agent.model import RagInteraction
 from agent.otlp.sessions import Sessions
-from tests.support.otlp import Recorder, assembler, decoded, set_all
+from tests.support.otlp import Clock, Recorder, assembler, decoded, set_all
 
 QUESTION = "Which river flows through Paris?"
 DOCS = [
@@ -297,3 +297,59 @@ def test_arrival_order_and_splitting_never_change_the_interactions(order: list[i
     found.extend(intake.flush().interactions)
     assert _key(found) == IN_ORDER
     assert len(IN_ORDER) == 4  # the turn whose only search failed has no context
+
+
+def _responses_conversation() -> tuple[list, list]:
+    """The recorded OpenAI Agents SDK conversation (tests/fixtures/agents: Responses API, real
+    instrumentor): (its first turn's spans, its follow-up's spans). The follow-up's calls continue
+    the first turn's last response (`previous_response_id`) and carry none of its messages."""
+    from tests.support.corpus import load
+
+    traces: dict[str, list] = {}
+    for span in load("openai-agents-responses").spans():
+        traces.setdefault(span.trace_id, []).append(span)
+    first, follow_up = list(traces.values())[-2:]
+    return first, follow_up
+
+
+EARLIER = [
+    ("user", "Who painted The Starry Night?"),
+    ("assistant", "Vincent van Gogh painted The Starry Night in June 1889."),
+]
+
+
+def test_a_follow_up_continuing_a_response_waits_for_the_turn_that_holds_it() -> None:
+    first, follow_up = _responses_conversation()
+    intake = assembler(clock=Clock())
+    # The follow-up whole, root included, before any span of its first turn: it waits.
+    assert intake.add(follow_up).interactions == []
+    assert intake.oldest_pending() is not None
+    out = intake.add(first)
+    assert [i.query for i in out.interactions] == [
+        "Who painted The Starry Night?",
+        "Which museum holds that painting today?",
+    ]
+    assert [(t.role, t.content) for t in out.interactions[1].earlier_turns] == EARLIER
+    assert intake.oldest_pending() is None and intake.flush().interactions == []
+
+
+def test_a_follow_up_whose_earlier_turn_never_comes_is_assembled_when_its_wait_is_over() -> None:
+    _, follow_up = _responses_conversation()
+    clock = Clock()
+    intake = assembler(wait=10.0, clock=clock)
+    assert intake.add(follow_up).interactions == []
+    clock.now = 9.0
+    assert intake.expire(clock.now).interactions == []
+    clock.now = 10.5
+    (found,) = intake.expire(clock.now).interactions
+    assert found.query == "Which museum holds that painting today?" and found.earlier_turns == ()
+
+
+def test_the_responses_sessions_remember_are_bounded(monkeypatch) -> None:
+    import agent.otlp.sessions as module
+
+    monkeypatch.setattr(module, "MAX_RESPONSES", 3)
+    sessions = Sessions()
+    sessions.assembled(["r1", "r2", "r3", "r4"])
+    assert [sessions.knows(r) for r in ("r1", "r2", "r4")] == [False, True, True]
+    assert Sessions(max_sessions=0).knows("never seen")  # no sessions: nothing to wait for
