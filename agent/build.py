@@ -21,7 +21,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from agent import activity, budget, delivery, sampling, server, signals
+from agent import activity, budget, delivery, redact, sampling, server, signals
 from agent.budget import SpendCounter
 from agent.config import ConfigError, Settings, load_settings
 from agent.evaluate import Evaluator
@@ -38,9 +38,9 @@ from agent.judges.cache import CachedJudge, VerdictCache
 from agent.judges.instrumented import InstrumentedJudge
 from agent.judges.redacting import RedactingJudge
 from agent.judges.standing import MetricChoice, choose_metrics
-from agent.metrics import METRICS, STREAMING_METRICS, builtin_metric_name
+from agent.metrics import METRICS, STREAMING_METRICS
 from agent.metrics.base import Metric
-from agent.metrics.criteria import CriterionMetric
+from agent.metrics.criteria import CriterionMetric, check_criteria
 from agent.otlp import assemble
 from agent.otlp.conventions import Convention
 from agent.otlp.conventions.genai import GenAI
@@ -67,7 +67,10 @@ def check_settings(settings: Settings) -> None:
     unknown = [name for name in settings.metrics or () if name not in METRICS]
     if unknown:
         raise settings.error("metrics", f"unknown metric(s) {unknown}; choose from {sorted(METRICS)}")
-    _check_criteria(settings)
+    try:
+        check_criteria(settings.criteria, settings.judge.model, local_judge=settings.judge.is_local)
+    except ValueError as exc:
+        raise settings.error("criteria", str(exc)) from None
     scored = {*METRICS, *(c.name for c in settings.criteria)}
     unknown = [key for key in settings.alerts.thresholds if key.rpartition("/")[2] not in scored]
     if unknown:
@@ -81,7 +84,12 @@ def check_settings(settings: Settings) -> None:
             KeepRule.parse(rule)
         except ValueError as exc:
             raise settings.error("sample_keep_rules", str(exc)) from None
-    _check_redaction(settings)
+    try:
+        redact.check(settings.security)
+    except redact.UnknownKindError as exc:
+        raise settings.error("redact_kinds", str(exc)) from None
+    except redact.RedactionConfigError as exc:
+        raise settings.error("redact_patterns", str(exc)) from None
     if settings.trust.calibration_file is not None:
         try:
             load_calibrations(Path(settings.trust.calibration_file))
@@ -89,45 +97,10 @@ def check_settings(settings: Settings) -> None:
             raise settings.error("calibration_file", str(exc)) from None
 
 
-def _check_criteria(settings: Settings) -> None:
-    """Custom criteria need an LLM judge, and names no built-in metric has."""
-    if not settings.criteria:
-        return
-    taken = [c.name for c in settings.criteria if builtin_metric_name(c.name)]
-    if taken:
-        raise settings.error(
-            "criteria", f"{taken} name built-in metrics; give the criteria names of their own"
-        )
-    # The judge's graded confidence reads these keys of its answers: a criterion of that name
-    # would be taken for one of them.
-    keys = [c.name for c in settings.criteria if c.name in ("useful", "supported", "relevant", "attributed")]
-    if keys:
-        raise settings.error(
-            "criteria", f"{keys} name keys of the judge's answers; give the criteria other names"
-        )
-    if settings.judge.is_local:
-        raise settings.error(
-            "criteria",
-            f"custom criteria need an LLM judge, and judge_model is the local judge "
-            f"{settings.judge.model!r}, which cannot answer open questions; set judge_model to an "
-            "LLM (e.g. openai/gpt-4o-mini) or remove the criteria",
-        )
-
-
 def metric_choice(settings: Settings) -> MetricChoice:
     """The metrics the agent scores: `metrics` as the user set them, else the streaming metrics
     the judge measures better than chance (agent/judges/standing.py)."""
     return choose_metrics(settings.judge.model, settings.metrics, tuple(STREAMING_METRICS))
-
-
-def describe_metric_choice(choice: MetricChoice) -> str:
-    """The metric set, why, and how to score what the judge's default left out: one line."""
-    line = choice.why()
-    if choice.off:
-        every = ",".join(choice.every)
-        off = ", ".join(s.metric for s in choice.off)
-        line += f"; to score {off}: RAGPULSE_METRICS={every} (or --set metrics={every})"
-    return line
 
 
 def build_metrics(settings: Settings, choice: MetricChoice | None = None) -> list[Metric]:
@@ -143,19 +116,6 @@ def load_checked_settings(**sources: Any) -> Settings:
     settings = load_settings(**sources)
     check_settings(settings)
     return settings
-
-
-def _check_redaction(settings: Settings) -> None:
-    from agent.redact import BUILTIN_KINDS, RedactionConfigError
-    from agent.redact import build as build_redactor
-
-    unknown = sorted(set(settings.security.kinds) - set(BUILTIN_KINDS))
-    if unknown:
-        raise settings.error("redact_kinds", f"unknown kind(s) {unknown}; choose from {list(BUILTIN_KINDS)}")
-    try:
-        build_redactor(settings.security)
-    except RedactionConfigError as exc:
-        raise settings.error("redact_patterns", str(exc)) from None
 
 
 # -- The judge (also built by the commands) ------------------------------------------------------
@@ -183,13 +143,11 @@ def build_judge(
     """The judge metrics use (agent/judges/stack.py), behind redaction of personal data when
     `settings.redacts`. `cached=False` leaves the cache out (for questions whose answers it does
     not keep, such as a report's reasons) and nothing else: redaction stays in front."""
-    from agent.redact import build as build_redactor
-
     return stack.build(
         settings.judge,
         telemetry,
         cache=build_verdict_cache(settings, telemetry, redis) if cached else None,
-        redactor=build_redactor(settings.security) if settings.redacts else None,
+        redactor=redact.build(settings.security) if settings.redacts else None,
         spend=spend,
     )
 
@@ -226,7 +184,7 @@ def build_agent(
     check_settings(settings)
     metrics = metric_choice(settings)
     if metrics.off or metrics.doubtful:  # said once, at start: a metric left out, or one that says little
-        log.log(logging.WARNING if metrics.doubtful else logging.INFO, describe_metric_choice(metrics))
+        log.log(logging.WARNING if metrics.doubtful else logging.INFO, metrics.describe())
     telemetry = Telemetry(registry if registry is not None else CollectorRegistry())
     for key, threshold in settings.alerts.thresholds.items():
         service, _, metric = key.rpartition("/")
@@ -359,7 +317,6 @@ __all__ = [
     "ConfigError",
     "build_agent",
     "check_settings",
-    "describe_metric_choice",
     "kafka_connection",
     "load_checked_settings",
     "metric_choice",
