@@ -8,6 +8,8 @@ judge calls and reported to the budget.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from agent.config import CacheSettings, JudgeSettings
@@ -70,3 +72,14 @@ def build(
     if redactor is None:
         return judge
     return RedactingJudge(judge, redactor, telemetry)
+
+
+def self_check(section: JudgeSettings, judge: Judge) -> Callable[[], Coroutine[Any, Any, object]] | None:
+    """`ragpulse run`'s check of `judge` at start (agent/judges/llm.py), or None: switched off
+    (`judge_self_check`), or a local judge, which has no endpoint to reach."""
+    if not section.self_check or section.is_local:
+        return None
+    # Imported here, as in build_inner: a local-judge deployment never loads the LLM judge.
+    from agent.judges.llm import self_check as check_judge
+
+    return functools.partial(check_judge, judge, section.api_base or "")
