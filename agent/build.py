@@ -10,18 +10,14 @@ not parse, a calibration file that does not load). Every configuration mistake i
 
 from __future__ import annotations
 
-import functools
 import logging
-import os
-import socket
-import uuid
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from agent import activity, budget, delivery, redact, sampling, server, signals
+from agent import activity, budget, delivery, redact, sampling, series_budget, server, signals
 from agent.budget import SpendCounter
 from agent.config import ConfigError, Settings, load_settings
 from agent.evaluate import Evaluator
@@ -51,7 +47,6 @@ from agent.pipeline import Agent, Pipeline, Route
 from agent.probes.results import ProbeResults
 from agent.probes.scoring import ProbeScorer
 from agent.sampling import KeepRule, RateTable
-from agent.series_budget import SeriesBudget
 from agent.sources.base import Source
 from agent.telemetry import JudgeTelemetry, Telemetry
 from agent.trust import aggregator as trust
@@ -186,9 +181,7 @@ def build_agent(
     if metrics.off or metrics.doubtful:  # said once, at start: a metric left out, or one that says little
         log.log(logging.WARNING if metrics.doubtful else logging.INFO, metrics.describe())
     telemetry = Telemetry(registry if registry is not None else CollectorRegistry())
-    for key, threshold in settings.alerts.thresholds.items():
-        service, _, metric = key.rpartition("/")
-        telemetry.drift.quality_threshold.labels(service, metric).set(threshold)
+    telemetry.drift.set_thresholds(settings.alerts.thresholds)
     # Kafka, Redis, the OTLP results endpoint: waited for when absent at start (agent/infra/waiting.py).
     dependencies = Dependencies()
     components: list[Lifecycle] = [dependencies]  # started in order, stopped in reverse
@@ -257,19 +250,18 @@ def build_agent(
         exporters=[probe_results],
         observers=[probe_results],
     )
-    series_budget = SeriesBudget(
-        settings.series.max_pairs,
-        settings.series.max_routes,
-        on_overflow=lambda kind: telemetry.assembly.label_overflows.labels(kind).inc(),
-    )
-    owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"  # names this replica's leases
     deliver = delivery.build(
-        settings.idempotency, owner, telemetry.evaluation, redis=redis,
+        settings.idempotency,
+        telemetry.evaluation,
+        redis=redis,
         max_deferrals=settings.judge.defer_max_attempts,
-    )  # fmt: skip
+    )
     pipeline = Pipeline(
         assemble.build(
-            settings.assembly, build_conventions(settings), series_budget, capture=sampler.rule_attributes
+            settings.assembly,
+            build_conventions(settings),
+            series_budget.build(settings.series, telemetry.assembly),
+            capture=sampler.rule_attributes,
         ),
         {"production": production, "probes": probes},
         # A probe is always scored and kept out of the production series and sampling.
@@ -283,28 +275,19 @@ def build_agent(
     source = build_source(settings, telemetry, dependencies)
     metrics_server = server.build(
         settings.server,
-        telemetry.registry,
+        telemetry,
         {
             "source": source.ready,
             "judge": lambda: False if deliver.gate.failing else (judge.problem() or judge.healthy()),
         },
-        loop_lag=server.LoopLagMonitor(
-            telemetry.runtime.event_loop_lag, telemetry.runtime.event_loop_lag_max
-        ),
-        refused=telemetry.intake.requests_refused.labels("metrics", "unauthorized").inc,
         dependencies=dependencies,
     )
-    self_check: Callable[[], Coroutine[Any, Any, object]] | None = None
-    if settings.judge.self_check and not settings.judge.is_local:
-        from agent.judges.llm import self_check as check_judge
-
-        self_check = functools.partial(check_judge, judge, settings.judge.api_base or "")
     return Agent(
         source,
         pipeline,
         # The server first (/healthz answers while the rest starts), and last to stop.
         [metrics_server, *components],
-        self_check,
+        stack.self_check(settings.judge, judge),
         shutdown_timeout=settings.pipeline.shutdown_timeout_seconds,
         dependencies=dependencies,
         # A Kafka source redelivers what is left uncommitted, so incomplete traces stay buffered
