@@ -39,10 +39,7 @@ from agent.metrics.base import Metric
 from agent.metrics.criteria import CriterionMetric, check_criteria
 from agent.otlp import assemble
 from agent.otlp.conventions import Convention
-from agent.otlp.conventions.genai import GenAI
-from agent.otlp.conventions.manual import Manual
-from agent.otlp.conventions.openinference import OpenInference
-from agent.otlp.conventions.openllmetry import OpenLLMetry
+from agent.otlp.conventions.known import known_conventions
 from agent.pipeline import Agent, Pipeline, Route
 from agent.probes.results import ProbeResults
 from agent.probes.scoring import ProbeScorer
@@ -150,8 +147,7 @@ def build_judge(
 def build_conventions(settings: Settings) -> list[Convention]:
     """The convention adapters, reading the document metadata key documents are named by
     (`documents_key`) and no other metadata: without one, no span's metadata is parsed."""
-    keys = (settings.documents.key,) if settings.documents.key else ()
-    return [OpenInference(keys), OpenLLMetry(keys), GenAI(keys), Manual(keys)]
+    return known_conventions((settings.documents.key,) if settings.documents.key else ())
 
 
 def build_source(
