@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry
 
 from agent import activity, budget, delivery, redact, sampling, series_budget, server, signals
 from agent.budget import SpendCounter
-from agent.config import ConfigError, Settings, load_settings
+from agent.config import Settings, load_settings
 from agent.evaluate import Evaluator
 from agent.exporters import documents, drift, results
 from agent.exporters.base import Exporter
@@ -30,9 +29,7 @@ from agent.infra.redis import RedisConnection, redis_client
 from agent.infra.waiting import Dependencies
 from agent.judges import stack
 from agent.judges.base import Judge, SpendSink
-from agent.judges.cache import CachedJudge, VerdictCache
-from agent.judges.instrumented import InstrumentedJudge
-from agent.judges.redacting import RedactingJudge
+from agent.judges.cache import VerdictCache
 from agent.judges.standing import MetricChoice, choose_metrics
 from agent.metrics import METRICS, STREAMING_METRICS
 from agent.metrics.base import Metric
@@ -47,7 +44,7 @@ from agent.sampling import KeepRule, RateTable
 from agent.sources.base import Source
 from agent.telemetry import JudgeTelemetry, Telemetry
 from agent.trust import aggregator as trust
-from agent.trust.calibration import CalibrationError, load_calibrations
+from agent.trust.calibration import CalibrationError
 
 log = logging.getLogger(__name__)
 
@@ -82,11 +79,10 @@ def check_settings(settings: Settings) -> None:
         raise settings.error("redact_kinds", str(exc)) from None
     except redact.RedactionConfigError as exc:
         raise settings.error("redact_patterns", str(exc)) from None
-    if settings.trust.calibration_file is not None:
-        try:
-            load_calibrations(Path(settings.trust.calibration_file))
-        except CalibrationError as exc:
-            raise settings.error("calibration_file", str(exc)) from None
+    try:
+        trust.check(settings.trust)
+    except CalibrationError as exc:
+        raise settings.error("calibration_file", str(exc)) from None
 
 
 def metric_choice(settings: Settings) -> MetricChoice:
@@ -131,7 +127,7 @@ def build_judge(
     *,
     cached: bool = True,
     spend: SpendSink | None = None,
-) -> CachedJudge | RedactingJudge | InstrumentedJudge:
+) -> stack.StackedJudge:
     """The judge metrics use (agent/judges/stack.py), behind redaction of personal data when
     `settings.redacts`. `cached=False` leaves the cache out (for questions whose answers it does
     not keep, such as a report's reasons) and nothing else: redaction stays in front."""
@@ -293,10 +289,8 @@ def build_agent(
 
 
 __all__ = [
-    "ConfigError",
     "build_agent",
     "check_settings",
-    "kafka_connection",
     "load_checked_settings",
     "metric_choice",
 ]

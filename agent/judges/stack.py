@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, TypeAlias
 
 from agent.config import CacheSettings, JudgeSettings
 from agent.judges.base import Judge, SpendSink
@@ -21,6 +21,9 @@ from agent.judges.offload import BoundedJudge
 from agent.judges.redacting import RedactingJudge
 from agent.redact import Redactor
 from agent.telemetry import JudgeTelemetry
+
+# What `build` returns: the outermost judge of the stack, whichever parts it has.
+StackedJudge: TypeAlias = CachedJudge | RedactingJudge | InstrumentedJudge
 
 
 def build_cache(section: CacheSettings, telemetry: JudgeTelemetry, redis: Any = None) -> VerdictCache:
@@ -55,7 +58,7 @@ def build(
     cache: VerdictCache | None,
     redactor: Redactor | None,
     spend: SpendSink | None = None,
-) -> CachedJudge | RedactingJudge | InstrumentedJudge:
+) -> StackedJudge:
     """The stack over `build_inner(section)`: texts cut to `judge_max_text_chars` (local judges
     compute in worker threads, off the event loop), instruments, then `cache` and `redactor`
     when given. `healthy()` on the result is False while an LLM judge's circuit breaker is open.
