@@ -10,20 +10,15 @@ not parse, a calibration file that does not load). Every configuration mistake i
 
 from __future__ import annotations
 
-import functools
 import logging
-import os
-import socket
-import uuid
-from collections.abc import Callable, Coroutine, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from agent import activity, budget, delivery, sampling, server, signals
+from agent import activity, budget, delivery, redact, sampling, series_budget, server, signals
 from agent.budget import SpendCounter
-from agent.config import ConfigError, Settings, load_settings
+from agent.config import Settings, load_settings
 from agent.evaluate import Evaluator
 from agent.exporters import documents, drift, results
 from agent.exporters.base import Exporter
@@ -34,28 +29,22 @@ from agent.infra.redis import RedisConnection, redis_client
 from agent.infra.waiting import Dependencies
 from agent.judges import stack
 from agent.judges.base import Judge, SpendSink
-from agent.judges.cache import CachedJudge, VerdictCache
-from agent.judges.instrumented import InstrumentedJudge
-from agent.judges.redacting import RedactingJudge
+from agent.judges.cache import VerdictCache
 from agent.judges.standing import MetricChoice, choose_metrics
-from agent.metrics import METRICS, STREAMING_METRICS, builtin_metric_name
+from agent.metrics import METRICS, STREAMING_METRICS
 from agent.metrics.base import Metric
-from agent.metrics.criteria import CriterionMetric
+from agent.metrics.criteria import CriterionMetric, check_criteria
 from agent.otlp import assemble
 from agent.otlp.conventions import Convention
-from agent.otlp.conventions.genai import GenAI
-from agent.otlp.conventions.manual import Manual
-from agent.otlp.conventions.openinference import OpenInference
-from agent.otlp.conventions.openllmetry import OpenLLMetry
+from agent.otlp.conventions.known import known_conventions
 from agent.pipeline import Agent, Pipeline, Route
 from agent.probes.results import ProbeResults
 from agent.probes.scoring import ProbeScorer
 from agent.sampling import KeepRule, RateTable
-from agent.series_budget import SeriesBudget
 from agent.sources.base import Source
 from agent.telemetry import JudgeTelemetry, Telemetry
 from agent.trust import aggregator as trust
-from agent.trust.calibration import CalibrationError, load_calibrations
+from agent.trust.calibration import CalibrationError
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +56,10 @@ def check_settings(settings: Settings) -> None:
     unknown = [name for name in settings.metrics or () if name not in METRICS]
     if unknown:
         raise settings.error("metrics", f"unknown metric(s) {unknown}; choose from {sorted(METRICS)}")
-    _check_criteria(settings)
+    try:
+        check_criteria(settings.criteria, settings.judge.model, local_judge=settings.judge.is_local)
+    except ValueError as exc:
+        raise settings.error("criteria", str(exc)) from None
     scored = {*METRICS, *(c.name for c in settings.criteria)}
     unknown = [key for key in settings.alerts.thresholds if key.rpartition("/")[2] not in scored]
     if unknown:
@@ -81,53 +73,22 @@ def check_settings(settings: Settings) -> None:
             KeepRule.parse(rule)
         except ValueError as exc:
             raise settings.error("sample_keep_rules", str(exc)) from None
-    _check_redaction(settings)
-    if settings.trust.calibration_file is not None:
-        try:
-            load_calibrations(Path(settings.trust.calibration_file))
-        except CalibrationError as exc:
-            raise settings.error("calibration_file", str(exc)) from None
-
-
-def _check_criteria(settings: Settings) -> None:
-    """Custom criteria need an LLM judge, and names no built-in metric has."""
-    if not settings.criteria:
-        return
-    taken = [c.name for c in settings.criteria if builtin_metric_name(c.name)]
-    if taken:
-        raise settings.error(
-            "criteria", f"{taken} name built-in metrics; give the criteria names of their own"
-        )
-    # The judge's graded confidence reads these keys of its answers: a criterion of that name
-    # would be taken for one of them.
-    keys = [c.name for c in settings.criteria if c.name in ("useful", "supported", "relevant", "attributed")]
-    if keys:
-        raise settings.error(
-            "criteria", f"{keys} name keys of the judge's answers; give the criteria other names"
-        )
-    if settings.judge.is_local:
-        raise settings.error(
-            "criteria",
-            f"custom criteria need an LLM judge, and judge_model is the local judge "
-            f"{settings.judge.model!r}, which cannot answer open questions; set judge_model to an "
-            "LLM (e.g. openai/gpt-4o-mini) or remove the criteria",
-        )
+    try:
+        redact.check(settings.security)
+    except redact.UnknownKindError as exc:
+        raise settings.error("redact_kinds", str(exc)) from None
+    except redact.RedactionConfigError as exc:
+        raise settings.error("redact_patterns", str(exc)) from None
+    try:
+        trust.check(settings.trust)
+    except CalibrationError as exc:
+        raise settings.error("calibration_file", str(exc)) from None
 
 
 def metric_choice(settings: Settings) -> MetricChoice:
     """The metrics the agent scores: `metrics` as the user set them, else the streaming metrics
     the judge measures better than chance (agent/judges/standing.py)."""
     return choose_metrics(settings.judge.model, settings.metrics, tuple(STREAMING_METRICS))
-
-
-def describe_metric_choice(choice: MetricChoice) -> str:
-    """The metric set, why, and how to score what the judge's default left out: one line."""
-    line = choice.why()
-    if choice.off:
-        every = ",".join(choice.every)
-        off = ", ".join(s.metric for s in choice.off)
-        line += f"; to score {off}: RAGPULSE_METRICS={every} (or --set metrics={every})"
-    return line
 
 
 def build_metrics(settings: Settings, choice: MetricChoice | None = None) -> list[Metric]:
@@ -143,19 +104,6 @@ def load_checked_settings(**sources: Any) -> Settings:
     settings = load_settings(**sources)
     check_settings(settings)
     return settings
-
-
-def _check_redaction(settings: Settings) -> None:
-    from agent.redact import BUILTIN_KINDS, RedactionConfigError
-    from agent.redact import build as build_redactor
-
-    unknown = sorted(set(settings.security.kinds) - set(BUILTIN_KINDS))
-    if unknown:
-        raise settings.error("redact_kinds", f"unknown kind(s) {unknown}; choose from {list(BUILTIN_KINDS)}")
-    try:
-        build_redactor(settings.security)
-    except RedactionConfigError as exc:
-        raise settings.error("redact_patterns", str(exc)) from None
 
 
 # -- The judge (also built by the commands) ------------------------------------------------------
@@ -179,17 +127,15 @@ def build_judge(
     *,
     cached: bool = True,
     spend: SpendSink | None = None,
-) -> CachedJudge | RedactingJudge | InstrumentedJudge:
+) -> stack.StackedJudge:
     """The judge metrics use (agent/judges/stack.py), behind redaction of personal data when
     `settings.redacts`. `cached=False` leaves the cache out (for questions whose answers it does
     not keep, such as a report's reasons) and nothing else: redaction stays in front."""
-    from agent.redact import build as build_redactor
-
     return stack.build(
         settings.judge,
         telemetry,
         cache=build_verdict_cache(settings, telemetry, redis) if cached else None,
-        redactor=build_redactor(settings.security) if settings.redacts else None,
+        redactor=redact.build(settings.security) if settings.redacts else None,
         spend=spend,
     )
 
@@ -197,8 +143,7 @@ def build_judge(
 def build_conventions(settings: Settings) -> list[Convention]:
     """The convention adapters, reading the document metadata key documents are named by
     (`documents_key`) and no other metadata: without one, no span's metadata is parsed."""
-    keys = (settings.documents.key,) if settings.documents.key else ()
-    return [OpenInference(keys), OpenLLMetry(keys), GenAI(keys), Manual(keys)]
+    return known_conventions((settings.documents.key,) if settings.documents.key else ())
 
 
 def build_source(
@@ -226,11 +171,9 @@ def build_agent(
     check_settings(settings)
     metrics = metric_choice(settings)
     if metrics.off or metrics.doubtful:  # said once, at start: a metric left out, or one that says little
-        log.log(logging.WARNING if metrics.doubtful else logging.INFO, describe_metric_choice(metrics))
+        log.log(logging.WARNING if metrics.doubtful else logging.INFO, metrics.describe())
     telemetry = Telemetry(registry if registry is not None else CollectorRegistry())
-    for key, threshold in settings.alerts.thresholds.items():
-        service, _, metric = key.rpartition("/")
-        telemetry.drift.quality_threshold.labels(service, metric).set(threshold)
+    telemetry.drift.set_thresholds(settings.alerts.thresholds)
     # Kafka, Redis, the OTLP results endpoint: waited for when absent at start (agent/infra/waiting.py).
     dependencies = Dependencies()
     components: list[Lifecycle] = [dependencies]  # started in order, stopped in reverse
@@ -299,19 +242,18 @@ def build_agent(
         exporters=[probe_results],
         observers=[probe_results],
     )
-    series_budget = SeriesBudget(
-        settings.series.max_pairs,
-        settings.series.max_routes,
-        on_overflow=lambda kind: telemetry.assembly.label_overflows.labels(kind).inc(),
-    )
-    owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"  # names this replica's leases
     deliver = delivery.build(
-        settings.idempotency, owner, telemetry.evaluation, redis=redis,
+        settings.idempotency,
+        telemetry.evaluation,
+        redis=redis,
         max_deferrals=settings.judge.defer_max_attempts,
-    )  # fmt: skip
+    )
     pipeline = Pipeline(
         assemble.build(
-            settings.assembly, build_conventions(settings), series_budget, capture=sampler.rule_attributes
+            settings.assembly,
+            build_conventions(settings),
+            series_budget.build(settings.series, telemetry.assembly),
+            capture=sampler.rule_attributes,
         ),
         {"production": production, "probes": probes},
         # A probe is always scored and kept out of the production series and sampling.
@@ -325,28 +267,19 @@ def build_agent(
     source = build_source(settings, telemetry, dependencies)
     metrics_server = server.build(
         settings.server,
-        telemetry.registry,
+        telemetry,
         {
             "source": source.ready,
             "judge": lambda: False if deliver.gate.failing else (judge.problem() or judge.healthy()),
         },
-        loop_lag=server.LoopLagMonitor(
-            telemetry.runtime.event_loop_lag, telemetry.runtime.event_loop_lag_max
-        ),
-        refused=telemetry.intake.requests_refused.labels("metrics", "unauthorized").inc,
         dependencies=dependencies,
     )
-    self_check: Callable[[], Coroutine[Any, Any, object]] | None = None
-    if settings.judge.self_check and not settings.judge.is_local:
-        from agent.judges.llm import self_check as check_judge
-
-        self_check = functools.partial(check_judge, judge, settings.judge.api_base or "")
     return Agent(
         source,
         pipeline,
         # The server first (/healthz answers while the rest starts), and last to stop.
         [metrics_server, *components],
-        self_check,
+        stack.self_check(settings.judge, judge),
         shutdown_timeout=settings.pipeline.shutdown_timeout_seconds,
         dependencies=dependencies,
         # A Kafka source redelivers what is left uncommitted, so incomplete traces stay buffered
@@ -356,11 +289,8 @@ def build_agent(
 
 
 __all__ = [
-    "ConfigError",
     "build_agent",
     "check_settings",
-    "describe_metric_choice",
-    "kafka_connection",
     "load_checked_settings",
     "metric_choice",
 ]

@@ -316,7 +316,7 @@ def _main(args: argparse.Namespace, loaded: list[Settings]) -> int:
 
 
 def _validate_command(args: argparse.Namespace, settings: Settings) -> int:
-    from agent.build import describe_metric_choice, metric_choice
+    from agent.build import metric_choice
 
     # The metrics shown are those the agent would score; why, on stderr (stdout stays parseable).
     choice = metric_choice(settings)
@@ -326,7 +326,7 @@ def _validate_command(args: argparse.Namespace, settings: Settings) -> int:
     else:
         config_file = args.config or os.environ.get(CONFIG_ENV)
         print(settings_listing(shown, everything=args.all, config_file=config_file))
-    print(f"ragpulse validate-config: {describe_metric_choice(choice)}", file=sys.stderr)
+    print(f"ragpulse validate-config: {choice.describe()}", file=sys.stderr)
     return 0
 
 

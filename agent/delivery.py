@@ -23,8 +23,11 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import os
 import random
+import socket
 import time
+import uuid
 from collections import Counter, OrderedDict, deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -455,15 +458,12 @@ class Delivery:
 
 
 def build(
-    section: IdempotencySettings,
-    owner: str,
-    counters: EvaluationTelemetry,
-    *,
-    redis: Any = None,
-    max_deferrals: int = 5,
+    section: IdempotencySettings, counters: EvaluationTelemetry, *, redis: Any = None, max_deferrals: int = 5
 ) -> Delivery:
     """Delivery with leases of `section` in Redis when there is a client (shared by the replicas),
-    else in this process; `owner` names this replica on its leases."""
+    else in this process; the leases name this replica (host, process and a random part, so two
+    agents of one process differ)."""
+    owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
     store: IdempotencyStore
     if redis is not None:
         store = RedisIdempotency(redis, owner, section.lease_seconds, section.ttl_seconds)

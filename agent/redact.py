@@ -64,6 +64,10 @@ class RedactionConfigError(ValueError):
     """A custom pattern or kind is invalid; the message names it."""
 
 
+class UnknownKindError(RedactionConfigError):
+    """A kind to redact that is not built in (`redact_kinds`)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Finding:
     start: int
@@ -357,6 +361,15 @@ class Redactor:
             parts.append(text[position:])
             out.append("".join(parts))
         return Redaction(tuple(out), dict(counts))
+
+
+def check(section: SecuritySettings) -> None:
+    """Raise UnknownKindError for a kind that is not built in, or RedactionConfigError for a
+    custom pattern that does not build: the security section's checks at start-up."""
+    unknown = sorted(set(section.kinds) - set(BUILTIN_KINDS))
+    if unknown:
+        raise UnknownKindError(f"unknown kind(s) {unknown}; choose from {list(BUILTIN_KINDS)}")
+    build(section)
 
 
 def build(section: SecuritySettings) -> Redactor:

@@ -16,6 +16,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 
+from agent.config import SeriesSettings
+from agent.telemetry import AssemblyTelemetry
+
 OVERFLOW = "__other__"
 # What overflowed, as it labels ragpulse_label_overflows_total.
 ROUTE = "route"  # the service has max_routes_per_service routes already
@@ -83,3 +86,12 @@ class LabelLimiter:
             self._seen.add(value)
             return value
         return OVERFLOW
+
+
+def build(section: SeriesSettings, telemetry: AssemblyTelemetry) -> SeriesBudget:
+    """The series budget of `section`, counting its overflows by kind (ragpulse_label_overflows_total)."""
+    return SeriesBudget(
+        section.max_pairs,
+        section.max_routes,
+        on_overflow=lambda kind: telemetry.label_overflows.labels(kind).inc(),
+    )

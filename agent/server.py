@@ -20,10 +20,11 @@ from prometheus_client import CollectorRegistry, Gauge, Histogram
 from prometheus_client.exposition import choose_encoder
 
 from agent.config import ServerSettings
-from agent.infra.endpoint_security import EndpointSecurity, Refused, load_web_config
+from agent.infra.endpoint_security import EndpointSecurity, load_web_config
 from agent.infra.lifecycle import Periodic
 from agent.infra.listening import base_url, start_site
 from agent.infra.waiting import Dependencies
+from agent.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 
@@ -174,21 +175,28 @@ def _readiness(result: bool | str) -> str:
 
 def build(
     section: ServerSettings,
-    registry: CollectorRegistry,
+    telemetry: Telemetry,
     checks: Mapping[str, Callable[[], bool | str]],
     *,
-    loop_lag: LoopLagMonitor,
-    refused: Refused,
     dependencies: Dependencies,
 ) -> MetricsServer:
-    """The server of `section`: TLS and basic auth from its Prometheus web config file, if any
-    (refusals reported to `refused`)."""
+    """The server of `section`, serving `telemetry`'s registry and recording the event loop's lag
+    into it: TLS and basic auth from its Prometheus web config file, if any (refusals counted as
+    ragpulse_requests_refused_total{source="metrics",reason="unauthorized"})."""
+    refused = telemetry.intake.requests_refused.labels("metrics", "unauthorized").inc
     security = (
         load_web_config(section.web_config_file).security(refused)
         if section.web_config_file
         else EndpointSecurity()
     )
+    runtime = telemetry.runtime
     host, port = section.address
     return MetricsServer(
-        registry, host, port, checks, security=security, loop_lag=loop_lag, dependencies=dependencies
+        telemetry.registry,
+        host,
+        port,
+        checks,
+        security=security,
+        loop_lag=LoopLagMonitor(runtime.event_loop_lag, runtime.event_loop_lag_max),
+        dependencies=dependencies,
     )

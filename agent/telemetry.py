@@ -8,6 +8,7 @@ reason only; never trace ids or text.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
@@ -307,6 +308,12 @@ class DriftTelemetry:
             ["service", "metric"],
             registry=registry,
         )
+
+    def set_thresholds(self, thresholds: Mapping[str, float]) -> None:
+        """Export the quality alert's thresholds, keyed `metric` or `service/metric`."""
+        for key, threshold in thresholds.items():
+            service, _, metric = key.rpartition("/")
+            self.quality_threshold.labels(service, metric).set(threshold)
 
 
 class KafkaTelemetry:

@@ -382,7 +382,7 @@ def _queue_from_topic(args: argparse.Namespace) -> int:
     if not topic:
         print("ragpulse label-queue: results_topic is not set", file=sys.stderr)
         return 2
-    from agent.build import kafka_connection
+    from agent.infra.kafka_connect import kafka_connection
 
     try:
         rows, read = read_marked(kafka_connection(settings.kafka), topic, args.wait)

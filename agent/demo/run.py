@@ -125,7 +125,7 @@ def run_demo(settings: Settings, *, duration: float | None, regress_after: float
     scores, not seconds, and see the same story)."""
     from rich.console import Console
 
-    from agent.build import build_agent, describe_metric_choice, metric_choice
+    from agent.build import build_agent, metric_choice
 
     settings = demo_settings(settings)
     console = Console(soft_wrap=True)
@@ -149,7 +149,7 @@ def run_demo(settings: Settings, *, duration: float | None, regress_after: float
     agent = build_agent(settings, registry, observers=[recorder])
     choice = metric_choice(settings)
     state = DemoState(registry, recorder, schedule, duration, settings.judge.model,
-                      choice.metrics, describe_metric_choice(choice),
+                      choice.metrics, choice.describe(),
                       baseline_size=settings.drift.baseline_size, window=settings.drift.window,
                       default_regression=regress_given is None)  # fmt: skip
 

@@ -26,8 +26,8 @@ from agent.judges.base import ChunkAssessment, ClaimVerdict, InteractionVerdicts
 from agent.model import Verdict
 
 _YES, _NO = frozenset({"1", "true"}), frozenset({"0", "false"})
-# A flag's value in the answer text; an escaped quote (inside a string) is not a key.
-_FLAGS = ("useful", "supported", "relevant", "attributed")
+# The keys of the judge's answers whose flags are graded (a custom criterion may not take one).
+ANSWER_FLAGS = ("useful", "supported", "relevant", "attributed")
 
 
 def _flag_pattern(keys: Sequence[str]) -> re.Pattern[str]:
@@ -35,7 +35,8 @@ def _flag_pattern(keys: Sequence[str]) -> re.Pattern[str]:
     return re.compile(rf'(?<!\\)"({names})"\s*:\s*(0|1|true|false)\b')
 
 
-_FLAG = _flag_pattern(_FLAGS)
+# A flag's value in the answer text; an escaped quote (inside a string) is not a key.
+_FLAG = _flag_pattern(ANSWER_FLAGS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +106,7 @@ def flag_probabilities(completion: Completion, criteria: Sequence[str] = ()) -> 
         return None  # the tokens do not spell the answer: no way to place the flags
     found: dict[str, list[float]] = {}
     index = 0
-    pattern = _flag_pattern((*_FLAGS, *criteria)) if criteria else _FLAG
+    pattern = _flag_pattern((*ANSWER_FLAGS, *criteria)) if criteria else _FLAG
     for match in pattern.finditer(completion.content):
         at = match.start(2)
         while index + 1 < len(starts) and starts[index + 1] <= at:
@@ -147,7 +148,7 @@ def _binary_criteria(result: Any) -> tuple[str, ...]:
     else:
         return ()
     # A criterion named like a built-in flag could take that flag's probability: kept binary.
-    return tuple(name for name, v in answers.items() if v.score is None and name not in _FLAGS)
+    return tuple(name for name, v in answers.items() if v.score is None and name not in ANSWER_FLAGS)
 
 
 def graded(result: Any, completion: Completion) -> Any:

@@ -8,7 +8,9 @@ judge calls and reported to the budget.
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeAlias
 
 from agent.config import CacheSettings, JudgeSettings
 from agent.judges.base import Judge, SpendSink
@@ -19,6 +21,9 @@ from agent.judges.offload import BoundedJudge
 from agent.judges.redacting import RedactingJudge
 from agent.redact import Redactor
 from agent.telemetry import JudgeTelemetry
+
+# What `build` returns: the outermost judge of the stack, whichever parts it has.
+StackedJudge: TypeAlias = CachedJudge | RedactingJudge | InstrumentedJudge
 
 
 def build_cache(section: CacheSettings, telemetry: JudgeTelemetry, redis: Any = None) -> VerdictCache:
@@ -53,7 +58,7 @@ def build(
     cache: VerdictCache | None,
     redactor: Redactor | None,
     spend: SpendSink | None = None,
-) -> CachedJudge | RedactingJudge | InstrumentedJudge:
+) -> StackedJudge:
     """The stack over `build_inner(section)`: texts cut to `judge_max_text_chars` (local judges
     compute in worker threads, off the event loop), instruments, then `cache` and `redactor`
     when given. `healthy()` on the result is False while an LLM judge's circuit breaker is open.
@@ -70,3 +75,14 @@ def build(
     if redactor is None:
         return judge
     return RedactingJudge(judge, redactor, telemetry)
+
+
+def self_check(section: JudgeSettings, judge: Judge) -> Callable[[], Coroutine[Any, Any, object]] | None:
+    """`ragpulse run`'s check of `judge` at start (agent/judges/llm.py), or None: switched off
+    (`judge_self_check`), or a local judge, which has no endpoint to reach."""
+    if not section.self_check or section.is_local:
+        return None
+    # Imported here, as in build_inner: a local-judge deployment never loads the LLM judge.
+    from agent.judges.llm import self_check as check_judge
+
+    return functools.partial(check_judge, judge, section.api_base or "")

@@ -220,6 +220,15 @@ class MetricChoice:
             parts.append(f"no figure here rates the {self.judge} judge, so none is off")
         return "; ".join(parts)
 
+    def describe(self) -> str:
+        """`why()`, and how to score what the judge's default left out: one line."""
+        line = self.why()
+        if self.off:
+            every = ",".join(self.every)
+            off = ", ".join(s.metric for s in self.off)
+            line += f"; to score {off}: RAGPULSE_METRICS={every} (or --set metrics={every})"
+        return line
+
 
 def choose_metrics(
     judge_model: str, wanted: Sequence[str] | None, candidates: Sequence[str], keep: Collection[str] = ()

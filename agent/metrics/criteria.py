@@ -16,10 +16,35 @@ question when the built-in metrics ask it (agent/evaluate.py).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from agent.judges.base import JUDGE_CRITERIA, CriterionInputs, Judge, JudgeError
+from agent.judges.confidence import ANSWER_FLAGS
+from agent.metrics import builtin_metric_name
 from agent.model import Criterion, MetricResult, RagInteraction, Verdict
 
 _MISSING = {"response": "no_response", "context": "no_chunks", "reference": "no_reference"}
+
+
+def check_criteria(criteria: Sequence[Criterion], judge_model: str, *, local_judge: bool) -> None:
+    """Raise ValueError unless the criteria have names no built-in metric has, and an LLM judge
+    (`local_judge` False) to answer them: the `criteria` setting's rules at start-up."""
+    if not criteria:
+        return
+    taken = [c.name for c in criteria if builtin_metric_name(c.name)]
+    if taken:
+        raise ValueError(f"{taken} name built-in metrics; give the criteria names of their own")
+    # The judge's graded confidence reads these keys of its answers: a criterion of that name
+    # would be taken for one of them.
+    keys = [c.name for c in criteria if c.name in ANSWER_FLAGS]
+    if keys:
+        raise ValueError(f"{keys} name keys of the judge's answers; give the criteria other names")
+    if local_judge:
+        raise ValueError(
+            f"custom criteria need an LLM judge, and judge_model is the local judge "
+            f"{judge_model!r}, which cannot answer open questions; set judge_model to an "
+            "LLM (e.g. openai/gpt-4o-mini) or remove the criteria"
+        )
 
 
 def criterion_score(verdict: Verdict, higher_is_better: bool = True) -> float:

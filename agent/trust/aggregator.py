@@ -281,6 +281,12 @@ class PpiAggregator:
         """Nothing to flush: gauges are scraped."""
 
 
+def check(section: TrustSettings) -> None:
+    """Raise CalibrationError when `calibration_file` is set and does not load: a start-up check."""
+    if section.calibration_file is not None:
+        load_calibrations(Path(section.calibration_file))
+
+
 def build(
     section: TrustSettings, telemetry: TrustTelemetry, *, max_series: int, judge_model: str
 ) -> PpiAggregator | None:

@@ -67,7 +67,7 @@ SECTION_OWNERS = {
     "BudgetSettings": ("agent.budget",),
     "IdempotencySettings": ("agent.delivery",),
     "AssemblySettings": ("agent.otlp.assemble",),
-    "SeriesSettings": (),
+    "SeriesSettings": ("agent.series_budget",),
     "PipelineSettings": ("agent.pipeline",),
     # One detector algorithm, kept by the judged scores' aggregator and by the signals.
     "DriftSettings": ("agent.drift", "agent.exporters.drift", "agent.signals"),

@@ -114,13 +114,13 @@ def test_views_render_state() -> None:
 
 
 def test_the_report_says_which_metrics_were_scored_and_why() -> None:
-    from agent.build import describe_metric_choice, metric_choice
+    from agent.build import metric_choice
     from agent.config import Settings
     from agent.report.demo import demo_page
 
     choice = metric_choice(Settings())  # the lexical judge's default
     state = DemoState(CollectorRegistry(), Scoreboard(time.monotonic()), Schedule(30.0), 60.0, "lexical",
-                      choice.metrics, describe_metric_choice(choice))  # fmt: skip
+                      choice.metrics, choice.describe())  # fmt: skip
     data = demo_data(state)
     assert data["metrics"] == ["context_precision", "context_relevancy", "faithfulness"]
     page = demo_page(data, "summary")
