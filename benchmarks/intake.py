@@ -48,10 +48,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from agent.otlp.assemble import Labeller, TraceAssembler
-from agent.otlp.conventions.genai import GenAI
-from agent.otlp.conventions.manual import Manual
-from agent.otlp.conventions.openinference import OpenInference
-from agent.otlp.conventions.openllmetry import OpenLLMetry
+from agent.otlp.conventions.known import known_conventions
 from agent.otlp.decode import _pb_value, decode_request
 from agent.series_budget import SeriesBudget
 from benchmarks.harness import Benchmark, line
@@ -287,7 +284,7 @@ class FreshTraces:
 def new_assembler(keys: tuple[str, ...] = ()) -> TraceAssembler:
     """The assembler as the agent builds it; `keys`: the metadata keys read (documents_key)."""
     return TraceAssembler(
-        [OpenInference(keys), OpenLLMetry(keys), GenAI(keys), Manual(keys)],
+        known_conventions(keys),
         Labeller(("http.route",), SeriesBudget(10_000, 100)),
         wait_seconds=30.0,
         max_traces=10_000,

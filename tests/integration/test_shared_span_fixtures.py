@@ -13,10 +13,7 @@ import random
 import pytest
 
 from agent.otlp.assemble import NOT_RAG, Assembly, Labeller, TraceAssembler
-from agent.otlp.conventions.genai import GenAI
-from agent.otlp.conventions.manual import Manual
-from agent.otlp.conventions.openinference import OpenInference
-from agent.otlp.conventions.openllmetry import OpenLLMetry
+from agent.otlp.conventions.known import known_conventions
 from agent.otlp.decode import decode_request
 from agent.series_budget import SeriesBudget
 from tests.support.repo import SHARED_DATA
@@ -44,7 +41,7 @@ pytestmark = [
 
 def assembler(wait: float = 30.0, clock=None, metadata: tuple[str, ...] = ()) -> TraceAssembler:  # type: ignore[no-untyped-def]
     return TraceAssembler(
-        [OpenInference(metadata), OpenLLMetry(metadata), GenAI(metadata), Manual(metadata)],
+        known_conventions(metadata),
         Labeller(("http.route",), SeriesBudget(10_000, 100)),
         wait_seconds=wait,
         max_traces=100,

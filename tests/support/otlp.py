@@ -16,14 +16,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from agent.model import Span
 from agent.otlp.assemble import Assembly, Labeller, TraceAssembler
-from agent.otlp.conventions.genai import GenAI
-from agent.otlp.conventions.manual import Manual
-from agent.otlp.conventions.openinference import OpenInference
-from agent.otlp.conventions.openllmetry import OpenLLMetry
+from agent.otlp.conventions.known import known_conventions
 from agent.otlp.decode import decode_request
 from agent.series_budget import SeriesBudget
 
-CONVENTIONS = (OpenInference(), OpenLLMetry(), GenAI(), Manual())
+CONVENTIONS = tuple(known_conventions())
 
 
 class Recorder:
@@ -90,11 +87,7 @@ def assembler(
     metadata: Sequence[str] = (),
 ) -> TraceAssembler:
     """`metadata`: the document metadata keys the conventions read (as `documents_key` sets)."""
-    conventions = (
-        (OpenInference(metadata), OpenLLMetry(metadata), GenAI(metadata), Manual(metadata))
-        if metadata
-        else CONVENTIONS
-    )
+    conventions = known_conventions(metadata) if metadata else CONVENTIONS
     return TraceAssembler(
         conventions,
         Labeller(route_attributes, SeriesBudget(max_label_pairs, max_label_values)),
