@@ -258,7 +258,7 @@ class TraceAssembler:
                 continue
             if trace is None:
                 if probe is None:
-                    if len(members) == 1 and self._single(members[0], sequence, out):
+                    if len(members) == 1 and self._single(members[0], sequence, now, out):
                         continue
                     if all(parts is None or parts.role is _LINK for _, parts in members):
                         # Accounted now, and kept (bounded) as links in case the trace opens:
@@ -271,7 +271,7 @@ class TraceAssembler:
                 # A probe's span opens its trace even alone: the app's spans are on their way.
                 trace, evicted = self._buffer.open(trace_id, now, sequence)
                 self._evicted(evicted, out)
-                for key, piece, size in self._early.take(trace_id):
+                for key, piece, size in self._early.take(trace_id) if self._early.items else ():
                     root = piece.parent_id is None
                     if (
                         self._buffer.add(trace, key, piece, size, pending=False, is_root=root)
@@ -336,7 +336,9 @@ class TraceAssembler:
                 return parts
         return None
 
-    def _single(self, member: tuple[Span, SpanParts | None], sequence: int, out: Assembly) -> bool:
+    def _single(
+        self, member: tuple[Span, SpanParts | None], sequence: int, now: float, out: Assembly
+    ) -> bool:
         """The single-span layout as a whole trace: emit at once, without buffering."""
         span, parts = member
         if parts is None or span.parent_span_id is not None or not parts.is_complete:
@@ -350,25 +352,22 @@ class TraceAssembler:
         self._closed.add(span.trace_id, span.span_id)
         if self._early.items:
             self._early.take(span.trace_id)  # its links, if any, have nothing left to join
-        out.interactions.append(
-            self._sessions.follow(
-                RagInteraction(
-                    trace_id=span.trace_id,
-                    span_id=span.span_id,
-                    query=parts.query,
-                    chunks=parts.chunks,
-                    response=parts.response,
-                    service=service,
-                    route=route,
-                    end_time_unix_nano=span.end_time_unix_nano,
-                    session_id=parts.session_id,
-                    user_id=parts.user_id,
-                    attributes=self._captured(span) or {},
-                    earlier_turns=history(parts.messages),
-                ),
-                self._clock(),
-            )
+        interaction = RagInteraction(
+            trace_id=span.trace_id,
+            span_id=span.span_id,
+            query=parts.query,
+            chunks=parts.chunks,
+            response=parts.response,
+            service=service,
+            route=route,
+            end_time_unix_nano=span.end_time_unix_nano,
+            session_id=parts.session_id,
+            user_id=parts.user_id,
+            attributes=self._captured(span) or {},
+            earlier_turns=history(parts.messages),
         )
+        # Only an interaction of a conversation has earlier turns to follow.
+        out.interactions.append(self._sessions.follow(interaction, now) if parts.session_id else interaction)
         return True
 
     def _captured(self, span: Span) -> dict[str, AttributeValue] | None:
