@@ -491,9 +491,8 @@ class TraceAssembler:
             service=service,
             route=route,
             end_time_unix_nano=anchor.end,
-            session_id=next((p.session_id for p in finding.parts if p.session_id), None)
-            or next((p.session_id for p in finding.related if p.session_id), None),
-            user_id=next((p.user_id for p in finding.parts if p.user_id), None),
+            session_id=_session_id(finding),
+            user_id=_user_id(finding),
             attributes=attributes,
             sub_queries=agent.sub_queries if agent else (),
             earlier_turns=agent.earlier_turns if agent else (),
@@ -501,6 +500,26 @@ class TraceAssembler:
             empty_searches=agent.empty_searches if agent else (0 if finding.chunks else 1),
             tool_errors=agent.tool_errors if agent else 0,
         )
+
+
+# Loops rather than next() over a generator: each interaction runs them, and a generator costs
+# more to make than the few parts it walks.
+def _session_id(finding: Finding) -> str | None:
+    """The first session id its parts carry, else the first its related pieces carry."""
+    for parts in finding.parts:
+        if parts.session_id:
+            return parts.session_id
+    for piece in finding.related:
+        if piece.session_id:
+            return piece.session_id
+    return None
+
+
+def _user_id(finding: Finding) -> str | None:
+    for parts in finding.parts:
+        if parts.user_id:
+            return parts.user_id
+    return None
 
 
 def _settled(tree: TraceTree, agent: AgentTrace | None) -> bool:
