@@ -127,12 +127,14 @@ def _documents(
         elif score is None:
             metadata = parse_json(get(metadata_key))
             score = metadata.get("score") if isinstance(metadata, dict) else None
+        if type(score) is not float:  # a float as decoded needs no checks
+            score = float(score) if isinstance(score, (float, int)) and not isinstance(score, bool) else None
         doc_id = get(id_key)
         chunks.append(
             Chunk(
                 content,
                 doc_id if isinstance(doc_id, str) else (str(doc_id) if isinstance(doc_id, int) else None),
-                float(score) if isinstance(score, (float, int)) and not isinstance(score, bool) else None,
+                score,
                 found,
             )
         )
