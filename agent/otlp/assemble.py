@@ -271,7 +271,7 @@ class TraceAssembler:
                 # A probe's span opens its trace even alone: the app's spans are on their way.
                 trace, evicted = self._buffer.open(trace_id, now, sequence)
                 self._evicted(evicted, out)
-                for key, piece, size in self._early.take(trace_id) if self._early.items else ():
+                for key, piece, size in self._early.take(trace_id):
                     root = piece.parent_id is None
                     if (
                         self._buffer.add(trace, key, piece, size, pending=False, is_root=root)
