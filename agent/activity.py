@@ -75,14 +75,25 @@ class Activity:
 
     def on_spans(self, spans: Sequence[Span], source: str) -> None:
         self._period.spans += len(spans)
+        if not spans:
+            return
+        # The spans of one request share a few resources, in runs: counted per run, the service
+        # name read once per run.
+        resource, run = spans[0].resource, 0
         for span in spans:
-            service = span.resource.service_name
-            if service not in self._sources:
-                if len(self._sources) >= MAX_SERVICES:
-                    continue
-                self._sources[service] = source
-                self._unannounced.append(service)
-            self._spans[service] += 1
+            if span.resource is not resource:
+                self._count(resource.service_name, run, source)
+                resource, run = span.resource, 0
+            run += 1
+        self._count(resource.service_name, run, source)
+
+    def _count(self, service: str, spans: int, source: str) -> None:
+        if service not in self._sources:
+            if len(self._sources) >= MAX_SERVICES:
+                return
+            self._sources[service] = source
+            self._unannounced.append(service)
+        self._spans[service] += spans
 
     def on_assembly(self, assembly: Assembly) -> None:
         for interaction in assembly.interactions:

@@ -285,10 +285,6 @@ class SignalRecorder:
     def on_evaluated(self, evaluated: Evaluated) -> None:
         """Not observed: signals need no judge."""
 
-    def on_interaction(self, interaction: RagInteraction) -> None:
-        """Observer: every interaction of the production route, before sampling."""
-        self.record(interaction)
-
     def record(self, interaction: RagInteraction) -> None:
         labels = (interaction.service, interaction.route)
         series = self._series.get(labels)
@@ -334,6 +330,10 @@ class SignalRecorder:
         series.since += 1
         if series.since >= self._batch:
             self._observe_drift(series)
+
+    # Observer: every interaction of the production route, before sampling. `record` itself, so
+    # the intake's hot path pays one call per interaction, not two.
+    on_interaction = record
 
     def _open(self, labels: tuple[str, str]) -> _Series:
         series = _Series(self._telemetry, labels)

@@ -260,7 +260,7 @@ class TraceAssembler:
                 continue
             if trace is None:
                 if probe is None:
-                    if len(members) == 1 and self._single(members[0], sequence, out):
+                    if len(members) == 1 and self._single(members[0], sequence, now, out):
                         continue
                     if all(parts is None or parts.role is _LINK for _, parts in members):
                         # Accounted now, and kept (bounded) as links in case the trace opens:
@@ -340,7 +340,9 @@ class TraceAssembler:
                 return parts
         return None
 
-    def _single(self, member: tuple[Span, SpanParts | None], sequence: int, out: Assembly) -> bool:
+    def _single(
+        self, member: tuple[Span, SpanParts | None], sequence: int, now: float, out: Assembly
+    ) -> bool:
         """The single-span layout as a whole trace: emit at once, without buffering."""
         span, parts = member
         if parts is None or span.parent_span_id is not None or not parts.is_complete:
@@ -354,25 +356,22 @@ class TraceAssembler:
         self._closed.add(span.trace_id, span.span_id)
         if self._early.items:
             self._early.take(span.trace_id)  # its links, if any, have nothing left to join
-        out.interactions.append(
-            self._sessions.follow(
-                RagInteraction(
-                    trace_id=span.trace_id,
-                    span_id=span.span_id,
-                    query=parts.query,
-                    chunks=parts.chunks,
-                    response=parts.response,
-                    service=service,
-                    route=route,
-                    end_time_unix_nano=span.end_time_unix_nano,
-                    session_id=parts.session_id,
-                    user_id=parts.user_id,
-                    attributes=self._captured(span) or {},
-                    earlier_turns=history(parts.messages),
-                ),
-                self._clock(),
-            )
+        interaction = RagInteraction(
+            trace_id=span.trace_id,
+            span_id=span.span_id,
+            query=parts.query,
+            chunks=parts.chunks,
+            response=parts.response,
+            service=service,
+            route=route,
+            end_time_unix_nano=span.end_time_unix_nano,
+            session_id=parts.session_id,
+            user_id=parts.user_id,
+            attributes=self._captured(span) or {},
+            earlier_turns=history(parts.messages),
         )
+        # Only an interaction of a conversation has earlier turns to follow.
+        out.interactions.append(self._sessions.follow(interaction, now) if parts.session_id else interaction)
         return True
 
     def _captured(self, span: Span) -> dict[str, AttributeValue] | None:
@@ -521,9 +520,8 @@ class TraceAssembler:
             service=service,
             route=route,
             end_time_unix_nano=anchor.end,
-            session_id=next((p.session_id for p in finding.parts if p.session_id), None)
-            or next((p.session_id for p in finding.related if p.session_id), None),
-            user_id=next((p.user_id for p in finding.parts if p.user_id), None),
+            session_id=_session_id(finding),
+            user_id=_user_id(finding),
             attributes=attributes,
             sub_queries=agent.sub_queries if agent else (),
             earlier_turns=agent.earlier_turns if agent else (),
@@ -531,6 +529,26 @@ class TraceAssembler:
             empty_searches=agent.empty_searches if agent else (0 if finding.chunks else 1),
             tool_errors=agent.tool_errors if agent else 0,
         )
+
+
+# Loops rather than next() over a generator: each interaction runs them, and a generator costs
+# more to make than the few parts it walks.
+def _session_id(finding: Finding) -> str | None:
+    """The first session id its parts carry, else the first its related pieces carry."""
+    for parts in finding.parts:
+        if parts.session_id:
+            return parts.session_id
+    for piece in finding.related:
+        if piece.session_id:
+            return piece.session_id
+    return None
+
+
+def _user_id(finding: Finding) -> str | None:
+    for parts in finding.parts:
+        if parts.user_id:
+            return parts.user_id
+    return None
 
 
 def _settled(tree: TraceTree, agent: AgentTrace | None) -> bool:

@@ -130,8 +130,9 @@ def _pb_known(pairs: Any) -> dict[str, AttributeValue]:
         key = pair.key
         if key.startswith(KNOWN_PREFIXES):
             value = pair.value
-            # A non-empty string_value can only mean the string member of the oneof is set.
-            known[key] = value.string_value or _pb_value(value)
+            # A non-empty string_value (a non-zero double_value) can only mean the string (double)
+            # member of the oneof is set: the two common kinds without a call (document scores).
+            known[key] = value.string_value or value.double_value or _pb_value(value)
     return known
 
 
@@ -186,38 +187,45 @@ class PbAttributes(Mapping[str, AttributeValue]):
         return f"PbAttributes({dict(self.items())!r})"
 
 
+# The all-zero trace id is invalid (W3C trace context).
+_ZERO_TRACE_ID = bytes(16)
+
+
 def _decode_protobuf(body: bytes) -> DecodedRequest:
     try:
         request = ExportTraceServiceRequest.FromString(body)
     except (ProtobufDecodeError, RuntimeError, ValueError) as exc:
         raise UndecodableError(f"body is not a protobuf ExportTraceServiceRequest: {exc}") from None
     out = DecodedRequest()
+    spans, rejected = out.spans, out.rejected
     for resource_spans in request.resource_spans:
         resource = Resource(_pb_attributes(resource_spans.resource.attributes))
         for scope_spans in resource_spans.scope_spans:
             scope_name = scope_spans.scope.name
             for pb in scope_spans.spans:
-                if len(pb.trace_id) != 16 or len(pb.span_id) != 8 or not any(pb.trace_id):
-                    out.rejected.append("invalid_id")
+                # Each read of a bytes or repeated field builds a new Python object: read once.
+                trace_id, span_id, parent_id = pb.trace_id, pb.span_id, pb.parent_span_id
+                if len(trace_id) != 16 or len(span_id) != 8 or trace_id == _ZERO_TRACE_ID:
+                    rejected.append("invalid_id")
                     continue
-                out.spans.append(
+                pairs, events, status = pb.attributes, pb.events, pb.status.code
+                # Positional, in Span's field order: matching a dozen keywords costs ~0.4 µs a span.
+                spans.append(
                     Span(
-                        trace_id=pb.trace_id.hex(),
-                        span_id=pb.span_id.hex(),
-                        parent_span_id=pb.parent_span_id.hex() if len(pb.parent_span_id) == 8 else None,
-                        name=pb.name,
-                        start_time_unix_nano=pb.start_time_unix_nano,
-                        end_time_unix_nano=pb.end_time_unix_nano,
-                        attributes=PbAttributes(pb.attributes),
-                        known=_pb_known(pb.attributes),
-                        resource=resource,
-                        events=tuple(
-                            SpanEvent(e.name, e.time_unix_nano, PbAttributes(e.attributes)) for e in pb.events
-                        )
-                        if pb.events
-                        else (),
-                        scope_name=scope_name,
-                        status=pb.status.code if pb.status.code in (1, 2) else 0,
+                        trace_id.hex(),  # trace_id
+                        span_id.hex(),  # span_id
+                        parent_id.hex() if len(parent_id) == 8 else None,  # parent_span_id
+                        pb.name,  # name
+                        pb.start_time_unix_nano,  # start_time_unix_nano
+                        pb.end_time_unix_nano,  # end_time_unix_nano
+                        PbAttributes(pairs),  # attributes
+                        resource,  # resource
+                        tuple(SpanEvent(e.name, e.time_unix_nano, PbAttributes(e.attributes)) for e in events)
+                        if events
+                        else (),  # events
+                        scope_name,  # scope_name
+                        _pb_known(pairs),  # known
+                        status if status in (1, 2) else 0,  # status
                     )
                 )
     return out

@@ -146,29 +146,55 @@ def _documents(
         elif score is None:
             metadata = parse_json(get(metadata_key))
             score = metadata.get("score") if isinstance(metadata, dict) else None
+        if type(score) is not float:  # a float as decoded needs no checks
+            score = float(score) if isinstance(score, (float, int)) and not isinstance(score, bool) else None
         doc_id = get(id_key)
         chunks.append(
             Chunk(
                 content,
                 doc_id if isinstance(doc_id, str) else (str(doc_id) if isinstance(doc_id, int) else None),
-                float(score) if isinstance(score, (float, int)) and not isinstance(score, bool) else None,
+                score,
                 found,
             )
         )
     return tuple(chunks) if chunks else None
 
 
+def _message_keys(prefix: str, index: int) -> tuple[str, str, str, str, str]:
+    """The keys of message `index` under `prefix`: role, content, content blocks' first text, its
+    first tool call's id, and the id of the tool call it answers."""
+    base = f"{prefix}.{index}.message."
+    return (
+        base + "role",
+        base + "content",
+        base + "contents.0.message_content.text",
+        base + "tool_calls.0.tool_call.id",
+        base + "tool_call_id",
+    )
+
+
+# Keys of the first messages, formatted once: every model call's span reads them.
+_MESSAGE_KEYS = {
+    prefix: [_message_keys(prefix, index) for index in range(_PRECOMPUTED)]
+    for prefix in ("llm.input_messages", "llm.output_messages")
+}
+
+
 def _messages(attributes: Mapping[str, AttributeValue], prefix: str, role: str | None) -> str | None:
     """Content of the last `<prefix>.<N>.message` with `role` (any role when None)."""
     found = None
+    precomputed = _MESSAGE_KEYS[prefix]
+    get = attributes.get
     for index in range(_MAX_DOCUMENTS):
-        base = f"{prefix}.{index}.message."
-        content = attributes.get(base + "content")
-        message_role = attributes.get(base + "role")
+        role_key, content_key, blocks_key, _, _ = (
+            precomputed[index] if index < _PRECOMPUTED else _message_keys(prefix, index)
+        )
+        content = get(content_key)
+        message_role = get(role_key)
         if content is None and message_role is None:
             break
         if content is None:  # content blocks (smolagents)
-            content = attributes.get(base + "contents.0.message_content.text")
+            content = get(blocks_key)
         if isinstance(content, str) and (role is None or message_role == role):
             found = content
     return found
@@ -188,12 +214,16 @@ def _input_messages(
     missing = 0
     get = attributes.get
     names: dict[str, str] = {}  # the tool each call id called, from the assistant's tool calls
+    precomputed = _MESSAGE_KEYS[_INPUT_MESSAGES]
     for index in range(_MAX_DOCUMENTS):
-        base = f"{_INPUT_MESSAGES}.{index}.message."
-        role = get(base + "role")
-        content = get(base + "content")
-        called = get(base + "tool_calls.0.tool_call.id")
+        role_key, content_key, blocks_key, called_key, answers_key = (
+            precomputed[index] if index < _PRECOMPUTED else _message_keys(_INPUT_MESSAGES, index)
+        )
+        role = get(role_key)
+        content = get(content_key)
+        called = get(called_key)
         if isinstance(called, str):
+            base = f"{_INPUT_MESSAGES}.{index}.message."
             for k in range(_MAX_DOCUMENTS):
                 call, name = (
                     get(f"{base}tool_calls.{k}.tool_call.id"),
@@ -210,7 +240,7 @@ def _input_messages(
             continue
         missing = 0
         if not isinstance(content, str):
-            content = get(base + "contents.0.message_content.text")
+            content = get(blocks_key)
         if not isinstance(content, str) and role == "function":
             # AutoGen: several results in one message, `llm.input_messages.N.function.K` each
             # a JSON object {name, content, call_id}.
@@ -221,7 +251,7 @@ def _input_messages(
         if role in ("system", "developer"):
             system.append(content)
             continue
-        call_id = get(base + "tool_call_id")
+        call_id = get(answers_key)
         call_id = call_id if isinstance(call_id, str) else None
         messages.append(Message(role, content, call_id, names.get(call_id) if call_id else None))
     return conversation(messages), "\n\n".join(system) or None

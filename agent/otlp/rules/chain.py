@@ -76,7 +76,7 @@ def chain_findings(tree: TraceTree) -> tuple[list[Finding], set[str]]:
 def singles(tree: TraceTree, used: set[str]) -> list[Finding]:
     """The spans that carry a whole interaction alone (the single-span layout), unless a model
     call inside them already made one. Adds what it takes to `used`."""
-    candidates = [p for p in tree.useful if parts_of(p).is_complete and p.span_id not in used]
+    candidates = [p for p in tree.useful if p.span_id not in used and parts_of(p).is_complete]
     if not candidates:
         return []  # most traces: no span carries a whole interaction
     claimed = {a.span_id for p in tree.of_role(Role.LLM) if p.span_id in used for a in tree.ancestors(p)}

@@ -10,6 +10,7 @@ from ragpulse_instrument import record_interaction
 
 from agent.model import Chunk
 from agent.otlp.assemble import INCOMPLETE, NOT_RAG
+from agent.otlp.conventions import parse_json
 from tests.support.otlp import Recorder, assembler, decoded, set_all
 from tests.support.spans import openinference_single_span
 
@@ -699,3 +700,20 @@ def test_genai_structured_message_values_in_otlp_json() -> None:
         (d, f"d{i}", 0.5) for i, d in enumerate(DOCS)
     ]
     assert interaction.span_id == "c7ad6b7169203331"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        '{"score": 0.5}', "[1, 2]", '"text"', "3", "true", "null", "NaN", "-Infinity",
+        ' {"a": 1}', '{"a": 1}\n', '\t[1]\r\n', '{"a": 1} {"b": 2}', '{"a": 1} x', '\ufeff{"a": 1}',
+        "\x0b1", "{", "[" * 100_000, "plain text", " ", "",
+    ],
+)  # fmt: skip
+def test_parse_json_reads_what_json_loads_reads(value: str) -> None:
+    # Its fast path decodes a document that fills the string; json.loads decides the rest.
+    try:
+        expected = json.loads(value)
+    except (ValueError, RecursionError):
+        expected = None
+    assert repr(parse_json(value)) == repr(expected)

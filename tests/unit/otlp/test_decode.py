@@ -69,6 +69,35 @@ def test_sdk_spans_decode_field_by_field(encoding: str) -> None:
     assert event.name == "feedback" and event.attributes == {"score": -1}
 
 
+def test_known_attributes_of_every_kind_decode_as_the_lazy_ones_do() -> None:
+    # The decoder takes strings and non-zero doubles without a call; every other kind (and a
+    # zero, an empty string) goes the general way. Both must give what `attributes` gives.
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    values = {
+        "input.value": "q",
+        "output.value": "",
+        "retrieval.documents.0.document.score": 0.5,
+        "retrieval.documents.1.document.score": 0.0,
+        "retrieval.documents.2.document.score": -0.0,
+        "retrieval.documents.3.document.score": float("inf"),
+        "retrieval.documents.4.document.score": 3,
+        "retrieval.documents.5.document.score": 0,
+        "retrieval.documents.6.document.score": True,
+        "retrieval.documents.7.document.score": False,
+        "retrieval.documents.8.document.id": ["a", "b"],
+    }
+    with provider.get_tracer("tests").start_as_current_span("root") as root:
+        root.set_attributes(values)
+    (span,) = decode_request(protobuf(memory.get_finished_spans()), "protobuf").spans
+    assert span.known is not None and set(span.known) == set(values)
+    for key, value in values.items():
+        assert span.known[key] == value == span.attributes[key], key
+        assert type(span.known[key]) is type(value) is type(span.attributes[key]), key
+    assert str(span.known["retrieval.documents.2.document.score"]) == "-0.0"
+
+
 def test_generic_protobuf_json_parse_would_corrupt_hex_ids() -> None:
     # Why decode.py parses OTLP/JSON itself: json_format reads ids as base64.
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
