@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import itertools
 import json
+import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -91,11 +94,14 @@ def visit_page(path: Path, expressions: dict[str, str], timeout: float = 60.0) -
     binary = chromium_path()
     if binary is None:
         raise RuntimeError("chromium not found")
-    with tempfile.TemporaryDirectory() as profile:
+    # Chromium's helper processes (zygote, renderers) may outlive the browser process and still
+    # write into the profile: they run in a process group of their own, stopped as a whole, and
+    # what one of them wrote after that is not a failure of the page.
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as profile:
         process = subprocess.Popen(
             [binary, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--remote-debugging-port=0",
              "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
         )  # fmt: skip
         try:
             port_file = Path(profile) / "DevToolsActivePort"
@@ -107,9 +113,18 @@ def visit_page(path: Path, expressions: dict[str, str], timeout: float = 60.0) -
             port = int(port_file.read_text().split()[0])
             return asyncio.run(_visit(port, path.resolve().as_uri(), expressions, timeout))
         finally:
-            process.terminate()
-            try:
-                process.wait(15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(5)
+            _stop_group(process)
+
+
+def _stop_group(process: subprocess.Popen[bytes]) -> None:
+    """Stop Chromium and every helper process it started (its process group)."""
+    for sig, wait in ((signal.SIGTERM, 15), (signal.SIGKILL, 5)):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, sig)
+        try:
+            process.wait(wait)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)  # helpers that outlived the browser process
