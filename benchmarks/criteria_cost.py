@@ -27,9 +27,8 @@ from agent.build import build_judge, build_metrics
 from agent.config import Settings
 from agent.evaluate import Evaluator
 from agent.metrics.criteria import CriterionMetric
-from agent.model import Outcome, RagInteraction
 from agent.telemetry import Telemetry
-from benchmarks.common.workload import workload
+from benchmarks.common.workload import score_all, workload
 from benchmarks.harness import Benchmark, Column
 from tests.support.llm_server import FakeLLMServer
 
@@ -59,22 +58,6 @@ def sample(telemetry: Telemetry, name: str, **labels: str) -> float:
     return telemetry.registry.get_sample_value(name, {"model": MODEL, **labels}) or 0.0
 
 
-async def score(evaluator: Evaluator, items: list[RagInteraction], concurrency: int) -> int:
-    queue: asyncio.Queue[RagInteraction] = asyncio.Queue()
-    for item in items:
-        queue.put_nowait(item)
-    errors = 0
-
-    async def worker() -> None:
-        nonlocal errors
-        while not queue.empty():
-            results = await evaluator.evaluate(queue.get_nowait())
-            errors += sum(r.outcome is Outcome.ERROR for r in results)
-
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
-    return errors
-
-
 def measure(server: FakeLLMServer, k: int, only_criteria: bool, criteria: int, args: Any) -> dict[str, Any]:
     telemetry = Telemetry(CollectorRegistry())  # a fresh agent: cold cache
     settings = Settings.model_validate(
@@ -86,7 +69,7 @@ def measure(server: FakeLLMServer, k: int, only_criteria: bool, criteria: int, a
         metrics = [m for m in metrics if isinstance(m, CriterionMetric)]
     evaluator = Evaluator(metrics, build_judge(settings, telemetry.judge))
     items = workload(k, args.interactions, 0.0, False, seed=args.seed)
-    errors = asyncio.run(score(evaluator, items, args.concurrency))
+    errors = asyncio.run(score_all(evaluator, items, args.concurrency))
     n = len(items)
     return {
         "k": k,

@@ -30,9 +30,9 @@ from agent.build import build_judge
 from agent.config import Settings
 from agent.evaluate import Evaluator
 from agent.metrics import STREAMING_METRICS
-from agent.model import Outcome, RagInteraction
+from agent.model import RagInteraction
 from agent.telemetry import Telemetry
-from benchmarks.common.workload import workload
+from benchmarks.common.workload import score_all, workload
 from benchmarks.harness import Benchmark, line
 from tests.support.llm_server import FakeLLMServer, count_tokens
 
@@ -59,19 +59,8 @@ async def run(
     items: list[RagInteraction], judge, telemetry: Telemetry, concurrency: int
 ) -> tuple[float, int]:  # type: ignore[no-untyped-def]
     evaluator = Evaluator([m() for m in STREAMING_METRICS.values()], judge)
-    queue: asyncio.Queue[RagInteraction] = asyncio.Queue()
-    for item in items:
-        queue.put_nowait(item)
-    errors = 0
-
-    async def worker() -> None:
-        nonlocal errors
-        while not queue.empty():
-            results = await evaluator.evaluate(queue.get_nowait())
-            errors += sum(r.outcome is Outcome.ERROR for r in results)
-
     started = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    errors = await score_all(evaluator, items, concurrency)
     return time.perf_counter() - started, errors
 
 

@@ -3,9 +3,11 @@ prose (benchmarks/judge_economy.py, and the load of benchmarks/stream.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import random
 
-from agent.model import Chunk, RagInteraction
+from agent.evaluate import Evaluator
+from agent.model import Chunk, Outcome, RagInteraction
 from tests.support.llm_server import count_tokens
 
 SEED = 20251122  # the workload the docs quote
@@ -70,3 +72,20 @@ def workload(
         else:
             items.append(make_interaction(rng, n, k))
     return items
+
+
+async def score_all(evaluator: Evaluator, items: list[RagInteraction], concurrency: int) -> int:
+    """Evaluate every item, `concurrency` at a time; the number of judge errors among the results."""
+    queue: asyncio.Queue[RagInteraction] = asyncio.Queue()
+    for item in items:
+        queue.put_nowait(item)
+    errors = 0
+
+    async def worker() -> None:
+        nonlocal errors
+        while not queue.empty():
+            results = await evaluator.evaluate(queue.get_nowait())
+            errors += sum(r.outcome is Outcome.ERROR for r in results)
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return errors
