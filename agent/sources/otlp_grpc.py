@@ -33,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 from google.protobuf import duration_pb2
 from google.protobuf.any_pb2 import Any as AnyProto
-from google.rpc import code_pb2, error_details_pb2, status_pb2
+from google.rpc import error_details_pb2, status_pb2
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from prometheus_client import Counter
@@ -95,17 +95,18 @@ def build_grpc_server(
     return server, port
 
 
-def _status_details(
-    code: int, message: str, retry_after: float | None = None
-) -> tuple[tuple[str, bytes], ...]:
-    """The google.rpc.Status trailer (`grpc-status-details-bin`), with RetryInfo when set."""
-    status = status_pb2.Status(code=code, message=message)
+async def _abort(
+    context: grpc.aio.ServicerContext, code: grpc.StatusCode, message: str, retry_after: float | None = None
+) -> None:
+    """End the call with `code`, and the google.rpc.Status trailer (`grpc-status-details-bin`)
+    saying the same, with RetryInfo when `retry_after` is set. (It raises: the call is over.)"""
+    status = status_pb2.Status(code=code.value[0], message=message)
     if retry_after is not None:
         seconds = max(1, math.ceil(retry_after))
         detail = AnyProto()
         detail.Pack(error_details_pb2.RetryInfo(retry_delay=duration_pb2.Duration(seconds=seconds)))
         status.details.append(detail)
-    return (("grpc-status-details-bin", status.SerializeToString()),)
+    await context.abort(code, message, (("grpc-status-details-bin", status.SerializeToString()),))
 
 
 class OtlpGrpcSource:
@@ -206,13 +207,7 @@ class OtlpGrpcSource:
             try:
                 decoded = decode_logs(body, "protobuf")
             except UndecodableError as exc:
-                self._refuse(refusals.UNDECODABLE)
-                intake.dead_letter("undecodable", str(exc))
-                await context.abort(
-                    grpc.StatusCode.INVALID_ARGUMENT,
-                    str(exc),
-                    _status_details(code_pb2.INVALID_ARGUMENT, str(exc)),
-                )
+                await self._undecodable(intake, str(exc), context)
             intake.accept_logs(decoded, SOURCE)
         return logs_service_pb2.ExportLogsServiceResponse()
 
@@ -222,20 +217,18 @@ class OtlpGrpcSource:
             message = f"request of {len(body)} bytes exceeds {self._max_body_bytes}; send smaller batches"
             self._refuse(refusals.TOO_LARGE)
             intake.dead_letter("too_large", message)
-            await context.abort(
-                grpc.StatusCode.RESOURCE_EXHAUSTED,
-                message,
-                _status_details(code_pb2.RESOURCE_EXHAUSTED, message),
-            )
+            await _abort(context, grpc.StatusCode.RESOURCE_EXHAUSTED, message)
         reason = intake.pause_reason()
         if reason is not None:
             message = f"intake paused ({reason}); retry later"
             self._refuse(reason)
-            await context.abort(
-                grpc.StatusCode.UNAVAILABLE,
-                message,
-                _status_details(code_pb2.UNAVAILABLE, message, intake.retry_after_seconds()),
-            )
+            await _abort(context, grpc.StatusCode.UNAVAILABLE, message, intake.retry_after_seconds())
+
+    async def _undecodable(self, intake: Intake, reason: str, context: grpc.aio.ServicerContext) -> None:
+        """Count and dead-letter a body that does not decode, and end its call."""
+        self._refuse(refusals.UNDECODABLE)
+        intake.dead_letter("undecodable", reason)
+        await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, reason)
 
     async def _export(
         self, body: bytes, context: grpc.aio.ServicerContext
@@ -251,13 +244,7 @@ class OtlpGrpcSource:
                     loop = asyncio.get_running_loop()
                     decoded = await loop.run_in_executor(self._decoder, decode_request, body, "protobuf")
             except (UndecodableError, ValueError) as exc:  # a decode bug must not become UNKNOWN
-                self._refuse(refusals.UNDECODABLE)
-                intake.dead_letter("undecodable", str(exc))
-                await context.abort(
-                    grpc.StatusCode.INVALID_ARGUMENT,
-                    str(exc),
-                    _status_details(code_pb2.INVALID_ARGUMENT, str(exc)),
-                )
+                await self._undecodable(intake, str(exc), context)
             del body
             for part in slices(decoded, ACCEPT_SLICE_SPANS):
                 if part is not decoded:
