@@ -150,9 +150,12 @@ def test_live_view_in_a_terminal_shows_the_lowest_scored_trace(
         k: v for k, v in os.environ.items() if not k.startswith("RAGPULSE_") and k not in ("COLUMNS", "LINES")
     }
     env.update(RAGPULSE_OTLP_GRPC_LISTEN=f"127.0.0.1:{grpc}", RAGPULSE_METRICS="context_precision")
+    # The pane stays when the agent exits, so a failure shows what it printed last.
+    config = tmp_path / "tmux.conf"
+    config.write_text("set-option -g remain-on-exit on\n")
     subprocess.run(
         # Its own tmux server (-L): another server's options or clients cannot size this window.
-        ["tmux", "-L", session, "-f", "/dev/null", "new-session", "-d", "-s", session,
+        ["tmux", "-L", session, "-f", str(config), "new-session", "-d", "-s", session,
          "-x", str(columns), "-y", str(rows), "-c", str(ROOT), command],
         env=env, check=True,
     )  # fmt: skip
