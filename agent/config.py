@@ -352,6 +352,12 @@ class JudgeSettings(BaseModel):
     def is_local(self) -> bool:
         return self.model in LOCAL_JUDGES
 
+    @property
+    def checked_at_start(self) -> bool:
+        """Whether the judge answers one small call before anything is scored: an LLM judge, unless
+        `judge_self_check` is off (a local judge has no endpoint to reach)."""
+        return self.self_check and not self.is_local
+
 
 class RedisSettings(BaseModel):
     """The shared Redis (verdict cache, idempotency keys, judge budget, drift state)."""

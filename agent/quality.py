@@ -78,11 +78,6 @@ def open_run(settings: Settings, metrics: Sequence[str], k: int = 5) -> OfflineR
     )
 
 
-def self_checks(settings: Settings) -> bool:
-    """Whether the judge answers a self-check before scoring (an LLM judge, unless turned off)."""
-    return not settings.judge.is_local and settings.judge.self_check
-
-
 def _load(items: Items) -> tuple[list[EvalItem], list[BadRow]]:
     """The usable items and the unusable rows (with their position, from 1, and the reason)."""
     if isinstance(items, str | Path):
@@ -127,7 +122,7 @@ async def _evaluate(
     loaded: list[EvalItem], bad: list[BadRow], metrics: list[str], k: int, settings: Settings
 ) -> EvalResults:
     run = open_run(settings, metrics, k)
-    if self_checks(settings):
+    if settings.judge.checked_at_start:
         await run.check()
     return await run.score(loaded, bad)
 

@@ -142,12 +142,12 @@ async def run_once(settings: Settings, judge_telemetry: Any, *, accept: bool = F
         return CanaryRun(SET_CHANGED)
     # No verdict cache: a cached verdict would hide a judge that changed.
     judge = build_judge(settings, judge_telemetry, cached=False)
-    if not settings.judge.is_local and settings.judge.self_check:
-        from agent.judges.llm import check_judge, self_check_line
+    if settings.judge.checked_at_start:
+        from agent.judges.llm import judge_problem
 
-        failure = await check_judge(judge)
-        if failure is not None:
-            print(f"canary: {self_check_line(judge.model, failure)}; nothing judged or saved", flush=True)
+        line = await judge_problem(judge)
+        if line is not None:
+            print(f"canary: {line}; nothing judged or saved", flush=True)
             return CanaryRun(JUDGE_BROKEN)
     evaluator = OfflineEvaluator(judge, metrics, criteria=settings.criteria)
     results = await _score(evaluator, items)

@@ -258,7 +258,7 @@ async def _score_all(
     comparing: bool,
 ) -> tuple[list[Scored], str]:
     """Score every file and write its results and summary; returns them and the judge's name."""
-    from agent.quality import open_run, self_checks
+    from agent.quality import open_run
 
     run = open_run(settings, metrics, k)  # waits for litellm's import
     # The imports are over: the cycle collector, paused by the command (agent/commands/eval.py),
@@ -266,7 +266,7 @@ async def _score_all(
     # instead of being walked by its first full collection.
     gc.freeze()
     gc.enable()
-    if self_checks(settings):
+    if settings.judge.checked_at_start:
         await run.check()
     scored: list[Scored] = []
     for n, (path, (items, bad)) in enumerate(zip(files, loaded, strict=True)):

@@ -114,12 +114,10 @@ async def _judge_problem(settings: Settings) -> str | None:
     from prometheus_client import CollectorRegistry
 
     from agent.build import build_judge
-    from agent.judges.llm import check_judge, self_check_line
+    from agent.judges.llm import judge_problem
     from agent.telemetry import JudgeTelemetry
 
-    judge = build_judge(settings, JudgeTelemetry(CollectorRegistry()), cached=False)
-    failure = await check_judge(judge)
-    return None if failure is None else self_check_line(judge.model, failure)
+    return await judge_problem(build_judge(settings, JudgeTelemetry(CollectorRegistry()), cached=False))
 
 
 def _main(args: argparse.Namespace, settings: Settings) -> int:
@@ -128,7 +126,7 @@ def _main(args: argparse.Namespace, settings: Settings) -> int:
         raise ConfigError("probes_golden_set (env RAGPULSE_PROBES_GOLDEN_SET): no golden set given")
     items = golden_items(Path(golden))
     config = prober_config(settings, args.endpoint)
-    if not settings.judge.is_local and settings.judge.self_check:
+    if settings.judge.checked_at_start:
         # The agent judges the probes' traces; a judge that cannot work would score none of them.
         line = asyncio.run(_judge_problem(settings))
         if line is not None:

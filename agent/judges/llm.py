@@ -105,6 +105,12 @@ async def check_judge(judge: Any) -> JudgeError | None:
     return None
 
 
+async def judge_problem(judge: Any) -> str | None:
+    """`check_judge` for a command that stops on failure: None, or the one line saying why."""
+    failure = await check_judge(judge)
+    return None if failure is None else self_check_line(judge.model, failure)
+
+
 async def self_check(judge: Any, where: str = "") -> JudgeError | None:
     """`ragpulse run`'s check at start: `check_judge`, its outcome logged (and, for a judge that
     cannot work, reported by /readyz through the judge's `problem()`)."""

@@ -78,9 +78,9 @@ def build(
 
 
 def self_check(section: JudgeSettings, judge: Judge) -> Callable[[], Coroutine[Any, Any, object]] | None:
-    """`ragpulse run`'s check of `judge` at start (agent/judges/llm.py), or None: switched off
-    (`judge_self_check`), or a local judge, which has no endpoint to reach."""
-    if not section.self_check or section.is_local:
+    """`ragpulse run`'s check of `judge` at start (agent/judges/llm.py), or None when the
+    section says there is none (`JudgeSettings.checked_at_start`)."""
+    if not section.checked_at_start:
         return None
     # Imported here, as in build_inner: a local-judge deployment never loads the LLM judge.
     from agent.judges.llm import self_check as check_judge

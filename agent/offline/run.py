@@ -143,11 +143,11 @@ class OfflineRun:
 
     async def check(self) -> None:
         """The LLM judge's self-check: raises JudgeBroken with its one line when it cannot work."""
-        from agent.judges.llm import check_judge, self_check_line
+        from agent.judges.llm import judge_problem
 
-        failure = await check_judge(self.judge)
-        if failure is not None:
-            raise JudgeBroken(self_check_line(self.judge.model, failure))
+        line = await judge_problem(self.judge)
+        if line is not None:
+            raise JudgeBroken(line)
 
     async def score(
         self,

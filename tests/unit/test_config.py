@@ -349,3 +349,20 @@ def test_the_documented_prompt_is_what_the_judge_receives(tmp_path: Path) -> Non
     criteria = load_checked_settings(config_file=config, environ={}).criteria
     (shown,) = [b.strip() for b in _doc_blocks("\n") if b.startswith("CRITERIA")]
     assert shown == criteria_instruction(criteria[:2])
+
+
+@pytest.mark.parametrize(
+    ("model", "self_check", "checked"),
+    [
+        ("gpt-4o-mini", True, True),
+        ("gpt-4o-mini", False, False),
+        ("lexical", True, False),
+        ("embedding", True, False),
+    ],
+)
+def test_only_an_llm_judge_is_checked_at_start_and_only_when_asked(
+    model: str, self_check: bool, checked: bool
+) -> None:
+    from agent.config import JudgeSettings
+
+    assert JudgeSettings(model=model, self_check=self_check).checked_at_start is checked
