@@ -168,15 +168,19 @@ def test_permanent_rejection_is_counted_not_retried_forever() -> None:
     with TraceBackend() as backend:
         backend.refuse.extend([400])
         agent = AgentProcess(env={"RAGPULSE_RESULTS_OTLP_ENDPOINT": f"{backend.endpoint}/v1/traces"})
+        failures = "ragpulse_export_failures_total"
         try:
             agent.wait_ready()
             send_interactions(agent, 2)
-            scrape = agent.wait_for(lambda s: s.total("ragpulse_score_count") >= 8, timeout=60)
+            agent.wait_for(lambda s: s.total(failures) >= 1 and len(backend.spans()) >= 1, timeout=60)
+            # A failed export is retried a second later (Delivery.busy_retry_seconds): three seconds
+            # without another request mean the rejected one is done, not waiting to be sent again.
+            scrape = agent.wait_for(lambda s: len(backend.requests) + backend.refused > 2, timeout=3)
         finally:
             assert agent.stop() == 0
     assert backend.refused == 1
     assert len(backend.spans()) == 1  # the rejected one is not re-sent; the other arrived
-    assert scrape.value("ragpulse_export_failures_total", exporter="OtlpResultsExporter") == 1
+    assert scrape.value(failures, exporter="OtlpResultsExporter") == 1
     assert "rejected results with 400" in agent.log()
 
 
