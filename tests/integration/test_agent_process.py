@@ -234,7 +234,7 @@ def test_stops_cleanly_on_signal(signum: int) -> None:
     try:
         agent.wait_ready()
         export_interactions(agent)
-        agent.wait_for(lambda s: s.total("ragpulse_score_count") == 3)
+        agent.wait_for(lambda s: s.total("ragpulse_score_count", metric="context_precision") == 3)
         assert not port_is_free(agent.otlp_port)
         assert agent.stop(signum) == 0, agent.log()
     finally:

@@ -113,7 +113,7 @@ def test_document_verdicts_are_named_by_the_source_in_the_documents_metadata(age
     expected = {("useful", USEFUL_SOURCE): 7, ("useful", "chunk-2-4"): 1, ("useless", USELESS_SOURCE): 7}
     # The summary rewrites its series at most every 5 seconds: tick until the rewrite shows them.
     deadline = time.monotonic() + 30
-    while documents(scrape := agent.wait_for(lambda s: False, timeout=0)) != expected:
+    while documents(scrape := agent.scrape()) != expected:
         assert time.monotonic() < deadline, documents(scrape)
         export(agent, tick, service="tick-app")
         time.sleep(0.5)

@@ -7,7 +7,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from tests.support.net import Scrape, free_port, http_get, scrape
@@ -61,14 +61,18 @@ class AgentProcess:
             time.sleep(0.05)
         raise AssertionError(f"agent not ready after {timeout}s:\n{self.log()}")
 
-    def wait_for(self, predicate, timeout: float = 15.0) -> Scrape:  # type: ignore[no-untyped-def]
-        """Scrape until predicate(scrape) holds; returns the last scrape."""
+    def scrape(self) -> Scrape:
+        return scrape(self.metrics_url)
+
+    def wait_for(self, predicate: Callable[[Scrape], object], timeout: float = 15.0) -> Scrape:
+        """Scrape until predicate(scrape) holds and return that scrape; fails when it does not hold
+        within `timeout`, so a condition that can no longer come true is not waited out silently."""
         deadline = time.monotonic() + timeout
-        while True:
-            result = scrape(self.metrics_url)
-            if predicate(result) or time.monotonic() > deadline:
-                return result
+        while not predicate(result := self.scrape()):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"not within {timeout}s: {predicate}; agent log:\n{self.log()[-4000:]}")
             time.sleep(0.05)
+        return result
 
     def stop(self, signum: int = signal.SIGTERM, timeout: float = 20.0) -> int:
         if self.process.poll() is None:
