@@ -199,8 +199,11 @@ def run_demo(settings: Settings, *, duration: float | None, regress_after: float
         )
 
     asyncio.run(main())
-    paths = write_demo_report(state, out_dir)
-    console.print(summary_line(state), highlight=False)
+    # Worded once: the suggested --duration depends on the clock, and the report and the console
+    # must say the same.
+    summary = summary_line(state)
+    paths = write_demo_report(state, out_dir, summary)
+    console.print(summary, highlight=False)
     console.print(f"report: {paths[0]}  chart: {paths[1]}  data: {paths[2]}", highlight=False)
     return 0
 
@@ -313,7 +316,7 @@ def demo_data(state: DemoState) -> dict[str, Any]:
     }
 
 
-def write_demo_report(state: DemoState, out_dir: Path) -> tuple[Path, Path, Path]:
+def write_demo_report(state: DemoState, out_dir: Path, summary: str) -> tuple[Path, Path, Path]:
     from agent.report.demo import demo_page, demo_png
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -323,5 +326,5 @@ def write_demo_report(state: DemoState, out_dir: Path) -> tuple[Path, Path, Path
     png_path = out_dir / "report.png"
     png_path.write_bytes(demo_png(data))
     html_path = out_dir / "report.html"
-    html_path.write_text(demo_page(data, summary_line(state)))
+    html_path.write_text(demo_page(data, summary))
     return html_path, png_path, data_path

@@ -177,7 +177,9 @@ def test_sigterm_ends_the_scheduled_canary_with_a_run_under_way_abandoned(tmp_pa
             if process.poll() is None:
                 process.kill()
     assert process.returncode == 0, out + err
-    assert took < 5, f"stopped {took:.1f}s after SIGTERM"
+    # A stop that waited for the hung call would take the judge's timeout (30 s, the call just
+    # began); one that abandons it takes a few seconds, on a loaded machine too.
+    assert took < 15, f"stopped {took:.1f}s after SIGTERM"
     assert out.rstrip().endswith(
         "canary stopped: the run under way was abandoned; nothing compared or saved"
     ), out
