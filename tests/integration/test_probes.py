@@ -219,7 +219,9 @@ def test_sigterm_stops_a_scheduled_prober_once_the_requests_in_flight_are_answer
         if process.poll() is None:
             process.kill()
     assert process.returncode == 0, out + err
-    assert took < 5, f"stopped {took:.1f}s after SIGTERM"
+    # What was sent is counted below; the bound catches a prober that hangs on the signal, with
+    # room for a loaded machine (the canary's stop took 6.6 s on one).
+    assert took < 15, f"stopped {took:.1f}s after SIGTERM"
     rounds = out.splitlines()
     assert rounds[0] == f"probe round of terminated: {len(GOLDEN)} request(s), 0 failed", out
     cut = re.fullmatch(
