@@ -6,6 +6,7 @@ import itertools
 import os
 import random
 import socket
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Mapping
@@ -25,7 +26,8 @@ def free_port() -> int:
     started on it exits with "address in use". Ports below the ephemeral range are never handed to
     outgoing connections, and each worker draws from its own slice of them.
     """
-    return next(_PORTS)
+    with _PICKING:  # tests that start servers from threads share the one sequence
+        return next(_PORTS)
 
 
 def _ports() -> Iterator[int]:
@@ -63,6 +65,7 @@ def _bindable(port: int) -> bool:
 
 
 _PORTS = _ports()
+_PICKING = threading.Lock()
 
 
 def port_is_free(port: int) -> bool:
